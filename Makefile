@@ -1,0 +1,52 @@
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+GO      ?= go
+BIN     := bin/ferry
+STACK   := deploy/stack.sh
+GOFILES_CMD := find . -name '*.go' -not -path './.stack/*' -not -path './bin/*' -not -path './vendor/*' -print0
+
+.PHONY: build stack-up stack-down stack-status test fmt fmt-check vet demo clean
+
+## build: compile bin/ferry
+build:
+	$(GO) build -o $(BIN) ./cmd/ferry
+
+## stack-up: start the local PostgreSQL (55432) and ClickHouse (19000); writes .stack/env
+stack-up:
+	bash $(STACK) up
+
+## stack-down: stop the local stack
+stack-down:
+	bash $(STACK) down
+
+## stack-status: tell what of the local stack runs
+stack-status:
+	bash $(STACK) status
+
+## fmt: gofmt the tree in place
+fmt:
+	$(GOFILES_CMD) | xargs -0 -r gofmt -w
+
+## fmt-check: fail when gofmt would change a file
+fmt-check:
+	@files="$$($(GOFILES_CMD) | xargs -0 -r gofmt -l)"; \
+	if [ -n "$$files" ]; then echo "gofmt needed on:"; echo "$$files"; exit 1; fi; \
+	echo "gofmt: ok"
+
+## vet: go vet
+vet:
+	$(GO) vet ./...
+
+## test: start the stack, then gofmt check, go vet and go test against it
+test: stack-up fmt-check
+	. .stack/env && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
+
+## demo: build, start the stack and run the demo
+demo:
+	bash deploy/demo.sh
+
+## clean: remove build output (the stack's data stays; use stack-down first)
+clean:
+	rm -rf bin
