@@ -1,0 +1,151 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/ferry-cdc/ferry/schema"
+)
+
+// Prepare creates the database and every missing table, and checks that the
+// tables that exist have the columns the mappings expect. It is idempotent.
+func (s *Sink) Prepare(ctx context.Context, tables []*schema.TableMap) error {
+	if err := s.exec(ctx, "CREATE DATABASE IF NOT EXISTS "+schema.QuoteCH(s.db),
+		fmt.Sprintf("create database %s", s.db)); err != nil {
+		return err
+	}
+	for _, tm := range tables {
+		if err := s.prepareTable(ctx, tm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Sink) prepareTable(ctx context.Context, tm *schema.TableMap) error {
+	have, err := s.columns(ctx, tm.Name)
+	if err != nil {
+		return err
+	}
+	if len(have) > 0 {
+		return checkColumns(s.db, tm, have)
+	}
+	ddl := tm.CreateTableDDL(s.db)
+	if err := s.conn.Exec(ctx, ddl); err != nil {
+		return s.red.wrap(classify(err), "clickhouse: create table %s", s.table(tm.Name))
+	}
+	s.log.Info("created table", zap.String("table", tm.Name), zap.String("source", tm.Source.QualifiedName()))
+	return nil
+}
+
+// columns reads a table's columns (name → type) from system.columns; an
+// empty map when the table does not exist.
+func (s *Sink) columns(ctx context.Context, table string) (map[string]string, error) {
+	q := "SELECT name, type FROM system.columns WHERE database = " + schema.QuoteCHString(s.db) +
+		" AND table = " + schema.QuoteCHString(table)
+	rows, err := s.conn.Query(ctx, q)
+	if err != nil {
+		return nil, s.red.wrap(err, "clickhouse: read columns of %s", s.table(table))
+	}
+	defer rows.Close()
+	cols := map[string]string{}
+	for rows.Next() {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
+			return nil, s.red.wrap(err, "clickhouse: read columns of %s", s.table(table))
+		}
+		cols[name] = typ
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.red.wrap(err, "clickhouse: read columns of %s", s.table(table))
+	}
+	return cols, nil
+}
+
+// wantColumns is what the mapping says a table's columns are; ferry's own
+// columns are checked for presence only (their type string may vary with
+// the server), so they map to "".
+func wantColumns(tm *schema.TableMap) map[string]string {
+	want := make(map[string]string, len(tm.Columns)+4)
+	for _, c := range tm.Columns {
+		want[c.Name] = c.Type
+	}
+	want[schema.VersionColumn] = ""
+	want[schema.DeletedColumn] = ""
+	if tm.Source.AppendOnly {
+		want[schema.SeqColumn] = ""
+	}
+	return want
+}
+
+// checkColumns compares a table's columns with its mapping.
+func checkColumns(db string, tm *schema.TableMap, have map[string]string) error {
+	want := wantColumns(tm)
+	var diffs []string
+	for name, typ := range want {
+		got, ok := have[name]
+		switch {
+		case !ok:
+			diffs = append(diffs, fmt.Sprintf("%q is missing (want %s)", name, orAny(typ)))
+		case typ != "" && normType(got) != normType(typ):
+			diffs = append(diffs, fmt.Sprintf("%q is %s, want %s", name, got, typ))
+		}
+	}
+	for name, got := range have {
+		if _, ok := want[name]; !ok && name != schema.SyncedAtColumn {
+			diffs = append(diffs, fmt.Sprintf("%q (%s) is not in the source table", name, got))
+		}
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	sort.Strings(diffs)
+	return reject(fmt.Errorf("clickhouse: table %s does not match %s: %s; "+
+		"drop the ClickHouse table to have ferry create and fill it anew, "+
+		"or wait for schema evolution support", schema.QuoteCH(db)+"."+schema.QuoteCH(tm.Name), tm.Source.QualifiedName(), strings.Join(diffs, "; ")))
+}
+
+func orAny(typ string) string {
+	if typ == "" {
+		return "it"
+	}
+	return typ
+}
+
+// normType drops the spaces outside quotes, which ClickHouse adds or not
+// depending on how the type was written ("Decimal(10,2)" is reported as
+// "Decimal(10, 2)").
+func normType(t string) string {
+	var b strings.Builder
+	var quote byte
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		switch {
+		case quote != 0:
+			b.WriteByte(c)
+			if c == '\\' && i+1 < len(t) {
+				i++
+				b.WriteByte(t[i])
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '`' || c == '"':
+			quote = c
+			b.WriteByte(c)
+		case c != ' ':
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// Truncate removes every row of the table. ClickHouse runs it synchronously:
+// rows written after it returns are kept.
+func (s *Sink) Truncate(ctx context.Context, tm *schema.TableMap) error {
+	return s.exec(ctx, "TRUNCATE TABLE IF EXISTS "+s.table(tm.Name),
+		fmt.Sprintf("truncate table %s", s.table(tm.Name)))
+}

@@ -1,0 +1,164 @@
+package clickhouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"go.uber.org/zap"
+
+	"github.com/ferry-cdc/ferry/loader"
+	"github.com/ferry-cdc/ferry/schema"
+)
+
+var (
+	_ loader.Sink          = (*Sink)(nil)
+	_ loader.SnapshotStore = (*Sink)(nil)
+)
+
+// Config says which ClickHouse to write to. The zero value of every field
+// but DSN means its default.
+type Config struct {
+	// DSN is required: clickhouse://user:password@host:port/database?setting=value.
+	// The port is ClickHouse's native TCP port (9000 by default), not the
+	// HTTP one. Query parameters are clickhouse-go's (compress, dial_timeout,
+	// secure, ...) or ClickHouse settings.
+	DSN string
+	// Database is where the tables go. Default: the DSN's database, or
+	// "default" when the DSN names none. It is created by Prepare.
+	Database string
+	// Logger receives the sink's messages, with component=clickhouse.
+	// Default: zap.NewNop().
+	Logger *zap.Logger
+	// LookupChunk is how many keys one query for Unchanged values asks
+	// for. Default: 1000.
+	LookupChunk int
+}
+
+// Sink writes batches into the ClickHouse tables of one database. Its
+// methods are meant to be called from one goroutine, as loader.Sink says.
+type Sink struct {
+	conn    driver.Conn
+	db      string
+	host    string
+	log     *zap.Logger
+	caps    schema.Capabilities
+	version string
+	chunk   int
+	red     redactor
+	// snapshotReady is set once the snapshot state table exists.
+	snapshotReady bool
+	closed        bool
+	// lastUpdated is the last version SetSnapshotState wrote.
+	lastUpdated uint64
+}
+
+// New connects to ClickHouse, checks that it answers and reads its version,
+// which decides the Capabilities the mapping may use.
+func New(ctx context.Context, cfg Config) (*Sink, error) {
+	if cfg.DSN == "" {
+		return nil, errors.New("clickhouse: no DSN given (want clickhouse://user:password@host:9000/database)")
+	}
+	red := newRedactor(cfg.DSN)
+	opts, err := ch.ParseDSN(cfg.DSN)
+	if err != nil {
+		return nil, red.wrap(err, "clickhouse: parse DSN %s", red.dsn())
+	}
+	if opts.Protocol != ch.Native {
+		return nil, fmt.Errorf("clickhouse: DSN %s uses the HTTP protocol; ferry needs the native one: "+
+			"use clickhouse://host:9000 (the native TCP port)", red.dsn())
+	}
+	s := &Sink{
+		db:    cfg.Database,
+		host:  strings.Join(opts.Addr, ","),
+		log:   cfg.Logger,
+		chunk: cfg.LookupChunk,
+		red:   red,
+	}
+	if s.db == "" {
+		s.db = opts.Auth.Database
+	}
+	if s.db == "" {
+		s.db = "default"
+	}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	s.log = s.log.With(zap.String("component", "clickhouse"))
+	if s.chunk <= 0 {
+		s.chunk = 1000
+	}
+	// The database may not exist yet (Prepare creates it), and ClickHouse
+	// refuses a connection to a missing database: connect to the user's
+	// default one and qualify every name instead.
+	opts.Auth.Database = ""
+	conn, err := ch.Open(opts)
+	if err != nil {
+		return nil, red.wrap(err, "clickhouse: open connection to %s", s.host)
+	}
+	s.conn = conn
+	if err := s.connect(ctx, opts.Auth.Username); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	s.log.Info("connected", zap.String("host", s.host), zap.String("database", s.db),
+		zap.String("server_version", s.version))
+	return s, nil
+}
+
+// connect pings the server and reads its version.
+func (s *Sink) connect(ctx context.Context, user string) error {
+	if err := s.conn.Ping(ctx); err != nil {
+		if user == "" {
+			user = "default"
+		}
+		return s.red.wrap(err, "clickhouse: cannot reach %s as user %q: is ClickHouse running there, "+
+			"is that its native TCP port (9000 by default, not the HTTP port 8123), and are the user and password right?",
+			s.host, user)
+	}
+	v, err := s.conn.ServerVersion()
+	if err != nil {
+		return s.red.wrap(err, "clickhouse: read server version of %s", s.host)
+	}
+	s.version = fmt.Sprintf("%d.%d.%d", v.Version.Major, v.Version.Minor, v.Version.Patch)
+	s.caps = schema.CapabilitiesFor(int(v.Version.Major), int(v.Version.Minor))
+	return nil
+}
+
+// Capabilities are the features of the connected server, for schema.Map.
+func (s *Sink) Capabilities() schema.Capabilities { return s.caps }
+
+// ServerVersion is the connected server's version, e.g. "23.8.2".
+func (s *Sink) ServerVersion() string { return s.version }
+
+// Database is the database the sink writes to.
+func (s *Sink) Database() string { return s.db }
+
+// Close releases the connections. Write does not buffer, so nothing is lost.
+func (s *Sink) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	err := s.conn.Close()
+	if err != nil {
+		return s.red.wrap(err, "clickhouse: close connection to %s", s.host)
+	}
+	return nil
+}
+
+// table is the sink's qualified, quoted name of a table.
+func (s *Sink) table(name string) string {
+	return schema.QuoteCH(s.db) + "." + schema.QuoteCH(name)
+}
+
+// exec runs one statement; what names the statement in the error.
+func (s *Sink) exec(ctx context.Context, query, what string) error {
+	if err := s.conn.Exec(ctx, query); err != nil {
+		return s.red.wrap(err, "clickhouse: %s", what)
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+package clickhouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
+	"go.uber.org/zap"
+
+	"github.com/ferry-cdc/ferry/loader"
+	"github.com/ferry-cdc/ferry/schema"
+)
+
+// Write stores the batch as one INSERT, after resolving its Unchanged
+// values. See the package documentation for what an error means.
+func (s *Sink) Write(ctx context.Context, b *loader.Batch) error {
+	if b == nil || len(b.Rows) == 0 {
+		return nil
+	}
+	tm := b.Table
+	if tm == nil {
+		return reject(errors.New("clickhouse: write: batch has no table"))
+	}
+	for i := range b.Rows {
+		if n := len(b.Rows[i].Values); n != len(tm.Columns) {
+			return reject(fmt.Errorf("clickhouse: write %s: row %d has %d values for %d columns",
+				s.table(tm.Name), i, n, len(tm.Columns)))
+		}
+	}
+	rows, err := s.resolveUnchanged(ctx, tm, b.Rows)
+	if err != nil {
+		return err
+	}
+	if err := s.insert(ctx, tm, rows); err != nil {
+		return err
+	}
+	s.log.Debug("wrote batch", zap.String("table", tm.Name), zap.Int("rows", len(rows)))
+	return nil
+}
+
+// insertQuery is the mapping's INSERT for clickhouse-go's PrepareBatch,
+// written so that the driver's parser of INSERT statements reads it right.
+//
+// That parser takes the table name to end at the first "(", and the column
+// list to hold at most one level of balanced parentheses, whatever the
+// quoting: so a "(" or ")" inside a backticked name is written as the escape
+// \x28 or \x29, which ClickHouse decodes. It also takes the names out of the
+// column list without undoing ClickHouse's escapes (a name with a backtick
+// or a newline would not be found) to reorder the block the server sends
+// back; the server already sends the columns in the list's order, so the
+// list is hidden from it (its pattern wants exactly one space after INTO),
+// and insert checks the block's columns itself.
+func insertQuery(sql string) string {
+	const prefix = "INSERT INTO "
+	if len(sql) >= len(prefix) && strings.EqualFold(sql[:len(prefix)], prefix) {
+		sql = "INSERT INTO\n" + sql[len(prefix):]
+	}
+	var b strings.Builder
+	b.Grow(len(sql) + 16)
+	quoted := false
+	for i := 0; i < len(sql); i++ {
+		c := sql[i]
+		switch {
+		case quoted && c == '\\' && i+1 < len(sql):
+			b.WriteByte(c)
+			i++
+			b.WriteByte(sql[i])
+		case quoted && c == '(':
+			b.WriteString(`\x28`)
+		case quoted && c == ')':
+			b.WriteString(`\x29`)
+		default:
+			if c == '`' {
+				quoted = !quoted
+			}
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// insertColumns are the columns of the mapping's INSERT, in its order.
+func insertColumns(tm *schema.TableMap) []string {
+	names := make([]string, 0, len(tm.Columns)+3)
+	for _, c := range tm.Columns {
+		names = append(names, c.Name)
+	}
+	names = append(names, schema.VersionColumn, schema.DeletedColumn)
+	if tm.Source.AppendOnly {
+		names = append(names, schema.SeqColumn)
+	}
+	return names
+}
+
+func (s *Sink) insert(ctx context.Context, tm *schema.TableMap, rows []loader.Row) error {
+	name := s.table(tm.Name)
+	batch, err := s.conn.PrepareBatch(ctx, insertQuery(tm.InsertSQL(s.db)))
+	if err != nil {
+		return s.red.wrap(classify(err), "clickhouse: insert into %s", name)
+	}
+	sent := false
+	defer func() {
+		if !sent {
+			_ = batch.Abort()
+		}
+	}()
+	want := insertColumns(tm)
+	got := batch.Columns()
+	if len(got) != len(want) {
+		return reject(fmt.Errorf("clickhouse: insert into %s: server expects %d columns, ferry sends %d",
+			name, len(got), len(want)))
+	}
+	for i, c := range got {
+		if c.Name() != want[i] {
+			return reject(fmt.Errorf("clickhouse: insert into %s: column %d is %q on the server, ferry sends %q",
+				name, i, c.Name(), want[i]))
+		}
+	}
+	if err := appendRows(batch, tm, rows); err != nil {
+		return reject(fmt.Errorf("clickhouse: insert into %s: %w", name, err))
+	}
+	sent = true
+	if err := batch.Send(); err != nil {
+		return s.red.wrap(classify(err), "clickhouse: insert %d rows into %s", len(rows), name)
+	}
+	return nil
+}
+
+// appendRows fills the batch column by column: the values, then ferry's
+// version, deleted flag and, for append-only tables, sequence number.
+func appendRows(batch driver.Batch, tm *schema.TableMap, rows []loader.Row) error {
+	for j := range tm.Columns {
+		col := batch.Column(j)
+		for i := range rows {
+			if err := col.AppendRow(rows[i].Values[j]); err != nil {
+				return fmt.Errorf("column %q (%s), row with key %s: %w",
+					tm.Columns[j].Name, tm.Columns[j].Type, rowKey(tm, rows[i], i), err)
+			}
+		}
+	}
+	n := len(tm.Columns)
+	versions := make([]uint64, len(rows))
+	deleted := make([]uint8, len(rows))
+	for i := range rows {
+		versions[i] = rows[i].Version
+		deleted[i] = boolUint8(rows[i].Deleted)
+	}
+	if err := batch.Column(n).Append(versions); err != nil {
+		return fmt.Errorf("column %s: %w", schema.VersionColumn, err)
+	}
+	if err := batch.Column(n + 1).Append(deleted); err != nil {
+		return fmt.Errorf("column %s: %w", schema.DeletedColumn, err)
+	}
+	if tm.Source.AppendOnly {
+		seq := make([]uint64, len(rows))
+		for i := range rows {
+			seq[i] = rows[i].Seq
+		}
+		if err := batch.Column(n + 2).Append(seq); err != nil {
+			return fmt.Errorf("column %s: %w", schema.SeqColumn, err)
+		}
+	}
+	return nil
+}
+
+// maxKeyInError bounds how much of a key value an error message quotes.
+const maxKeyInError = 100
+
+// rowKey describes a row for messages: its key values, or for a table
+// without a key its position in the batch and its version.
+func rowKey(tm *schema.TableMap, r loader.Row, i int) string {
+	if len(tm.Key) == 0 {
+		return fmt.Sprintf("(none: row %d of the batch, version %d, seq %d)", i, r.Version, r.Seq)
+	}
+	parts := make([]string, len(tm.Key))
+	for n, k := range tm.Key {
+		c := schema.Canonical(r.Values[k])
+		if len(c) > maxKeyInError {
+			c = c[:maxKeyInError] + "..."
+		}
+		parts[n] = tm.Columns[k].Name + "=" + c
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// classify marks server errors that are about the batch's content as not
+// retryable; everything else is left for IsRetryable to judge.
+func classify(err error) error {
+	var ex *proto.Exception
+	if errors.As(err, &ex) && !transientCodes[ex.Code] {
+		return reject(err)
+	}
+	return err
+}
+
+func boolUint8(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}

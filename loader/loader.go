@@ -1,0 +1,74 @@
+package loader
+
+import (
+	"context"
+
+	"github.com/ferry-cdc/ferry/schema"
+)
+
+// unchanged is the type of Unchanged.
+type unchanged struct{}
+
+// Unchanged stands for a TOASTed column that pgoutput did not send because
+// the update left it as it was. A sink must replace it with the column's
+// current value (from an earlier row of the same key, or from the
+// destination) before it writes the row, and must fail rather than guess
+// when it cannot find one.
+var Unchanged any = unchanged{}
+
+// Row is one version of one row, bound for the destination.
+type Row struct {
+	// Values holds one value per column of the batch's TableMap, converted
+	// by schema.ColumnMap.Convert; nil is NULL. For a deleted row only the
+	// key columns matter; the others hold ColumnMap.Zero().
+	Values []any
+	// Version grows with every change of a row: the change's WAL position,
+	// 0 for rows of the initial snapshot.
+	Version uint64
+	// Seq tells apart rows of an append-only table that share a Version
+	// (snapshot rows, which all have Version 0). Unused for keyed tables.
+	Seq     uint64
+	Deleted bool
+}
+
+// Batch is a run of rows of one table in stream order.
+type Batch struct {
+	Table *schema.TableMap
+	Rows  []Row
+}
+
+// Sink is where batches go. Calls come from one goroutine.
+type Sink interface {
+	// Prepare makes sure the destination can take rows of these tables:
+	// it creates the database and any missing table. It is idempotent.
+	Prepare(ctx context.Context, tables []*schema.TableMap) error
+	// Write stores the batch durably: when it returns nil every row is in
+	// the destination, and a crash after that loses none of them. Rows are
+	// applied in order, so a later row of a key wins over an earlier one.
+	// Write resolves Unchanged values before it writes.
+	Write(ctx context.Context, b *Batch) error
+	// Truncate removes every row of the table; rows written after it
+	// returns are kept.
+	Truncate(ctx context.Context, t *schema.TableMap) error
+	// Close releases the connection. Nothing buffered is lost: Write does
+	// not buffer.
+	Close() error
+}
+
+// SnapshotState is what the destination remembers of a slot's initial copy.
+type SnapshotState struct {
+	// Done is true once every table's rows of the snapshot are stored.
+	Done bool
+	// LSN is the slot's consistent point the snapshot was taken at.
+	LSN string
+}
+
+// SnapshotStore keeps SnapshotState next to the data it describes, so that a
+// copy interrupted by a crash is known to be incomplete and is redone.
+type SnapshotStore interface {
+	// SnapshotState returns the last state set for the slot; the zero
+	// SnapshotState when none was.
+	SnapshotState(ctx context.Context, slot string) (SnapshotState, error)
+	// SetSnapshotState records st for the slot durably; the latest call wins.
+	SetSnapshotState(ctx context.Context, slot string, st SnapshotState) error
+}
