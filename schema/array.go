@@ -1,0 +1,176 @@
+package schema
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+)
+
+// errArrayShape is wrapped by errors for arrays ClickHouse's Array can't
+// hold as PostgreSQL has them (more than one dimension, custom bounds).
+var errArrayShape = fmt.Errorf("only one-dimensional arrays with default bounds fit Array: %w", ErrUnrepresentable)
+
+// arrayElem is one element of an array's text form: its unescaped text, or
+// NULL.
+type arrayElem struct {
+	text []byte
+	null bool
+}
+
+// arrayConv makes a converter of a one-dimensional array whose elements p
+// parses. The result is a []*T with nil for NULL elements.
+func arrayConv[T any](p parser[T]) converter {
+	return func(text []byte) (any, error) {
+		elems, err := splitArray(text)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]*T, len(elems))
+		vals := make([]T, len(elems))
+		for i, e := range elems {
+			if e.null {
+				continue
+			}
+			if vals[i], err = p(e.text); err != nil {
+				return nil, fmt.Errorf("array element %d: %w", i+1, err)
+			}
+			out[i] = &vals[i]
+		}
+		return out, nil
+	}
+}
+
+// splitArray splits PostgreSQL's text form of a one-dimensional array
+// ("{1,NULL,"a b"}") into its elements. An unquoted NULL is SQL NULL, a
+// quoted one the string NULL; backslash escapes the next byte; whitespace
+// around elements is not part of them unless quoted or escaped.
+func splitArray(text []byte) ([]arrayElem, error) {
+	s := bytes.TrimSpace(text)
+	if len(s) > 0 && s[0] == '[' {
+		return nil, fmt.Errorf("array %s: %w", quoteValue(text), errArrayShape)
+	}
+	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
+		return nil, invalid("array", text)
+	}
+	body := s[1 : len(s)-1]
+	if len(bytes.TrimSpace(body)) == 0 {
+		return []arrayElem{}, nil
+	}
+	elems := make([]arrayElem, 0, bytes.Count(body, []byte{','})+1)
+	for i := 0; ; i++ {
+		i = skipSpace(body, i)
+		e, next, err := readElem(body, i)
+		if err != nil {
+			if errors.Is(err, errArrayShape) {
+				return nil, fmt.Errorf("array %s: %w", quoteValue(text), err)
+			}
+			return nil, invalid("array", text)
+		}
+		elems = append(elems, e)
+		i = skipSpace(body, next)
+		if i == len(body) {
+			return elems, nil
+		}
+		if body[i] != ',' {
+			return nil, invalid("array", text)
+		}
+	}
+}
+
+// readElem reads the element that starts at body[i].
+func readElem(body []byte, i int) (arrayElem, int, error) {
+	if i == len(body) {
+		return arrayElem{}, i, errors.New("missing element")
+	}
+	switch body[i] {
+	case '{':
+		return arrayElem{}, i, errArrayShape
+	case '"':
+		return readQuoted(body, i+1)
+	}
+	return readUnquoted(body, i)
+}
+
+// readQuoted reads a quoted element whose text starts at body[i].
+func readQuoted(body []byte, i int) (arrayElem, int, error) {
+	start, escaped := i, false
+	for ; i < len(body); i++ {
+		switch body[i] {
+		case '\\':
+			escaped = true
+			i++
+		case '"':
+			return arrayElem{text: unescape(body[start:i], escaped)}, i + 1, nil
+		}
+	}
+	return arrayElem{}, i, errors.New("unterminated quoted element")
+}
+
+// readUnquoted reads an unquoted element starting at body[i], up to the next
+// unescaped comma, without its trailing unescaped whitespace.
+func readUnquoted(body []byte, i int) (arrayElem, int, error) {
+	start, end, escaped := i, i, false
+	for ; i < len(body); i++ {
+		switch c := body[i]; c {
+		case '\\':
+			if i+1 == len(body) {
+				return arrayElem{}, i, errors.New("dangling backslash")
+			}
+			escaped = true
+			i++
+			end = i + 1
+		case ',':
+			e, err := unquotedElem(body[start:end], escaped)
+			return e, i, err
+		case '{', '}', '"':
+			return arrayElem{}, i, errors.New("unexpected " + string(c))
+		default:
+			if !isArraySpace(c) {
+				end = i + 1
+			}
+		}
+	}
+	e, err := unquotedElem(body[start:end], escaped)
+	return e, i, err
+}
+
+// unquotedElem is an unquoted element's value: NULL when it is the bare
+// word NULL in any case.
+func unquotedElem(raw []byte, escaped bool) (arrayElem, error) {
+	if !escaped && bytes.EqualFold(raw, []byte("NULL")) {
+		return arrayElem{null: true}, nil
+	}
+	if len(raw) == 0 {
+		return arrayElem{}, errors.New("empty unquoted element")
+	}
+	return arrayElem{text: unescape(raw, escaped)}, nil
+}
+
+// unescape drops the backslashes of raw; raw is returned as is when it has
+// none.
+func unescape(raw []byte, escaped bool) []byte {
+	if !escaped {
+		return raw
+	}
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); i++ {
+		if raw[i] == '\\' && i+1 < len(raw) {
+			i++
+		}
+		out = append(out, raw[i])
+	}
+	return out
+}
+
+// skipSpace returns the index of the first non-space byte at or after i.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isArraySpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+// isArraySpace is the whitespace PostgreSQL's array input skips.
+func isArraySpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}

@@ -1,0 +1,75 @@
+package schema
+
+import "strings"
+
+// CreateTableDDL is the one CREATE TABLE IF NOT EXISTS statement (no
+// trailing semicolon) of the table in the given ClickHouse database: the
+// columns in source order, then ferry's own columns (SeqColumn last), a
+// ReplacingMergeTree engine versioned by VersionColumn, and the key as
+// ORDER BY ((VersionColumn, SeqColumn) for append-only tables).
+func (m *TableMap) CreateTableDDL(database string) string {
+	defs := make([]string, 0, len(m.Columns)+4)
+	for _, c := range m.Columns {
+		defs = append(defs, QuoteCH(c.Name)+" "+c.Type)
+	}
+	defs = append(defs,
+		QuoteCH(VersionColumn)+" UInt64",
+		QuoteCH(DeletedColumn)+" UInt8",
+		QuoteCH(SyncedAtColumn)+" DateTime DEFAULT now()")
+	if m.Source.AppendOnly {
+		defs = append(defs, QuoteCH(SeqColumn)+" UInt64")
+	}
+	var b strings.Builder
+	b.WriteString("CREATE TABLE IF NOT EXISTS " + QuoteCH(database) + "." + QuoteCH(m.Name) + " (\n    ")
+	b.WriteString(strings.Join(defs, ",\n    "))
+	b.WriteString("\n) ENGINE = " + m.engine() + "\n")
+	b.WriteString("ORDER BY (" + strings.Join(m.orderBy(), ", ") + ")")
+	return b.String()
+}
+
+// engine is the table engine: ReplacingMergeTree on the version, with the
+// deleted flag where the server supports it.
+func (m *TableMap) engine() string {
+	if m.Caps.IsDeleted {
+		return "ReplacingMergeTree(" + QuoteCH(VersionColumn) + ", " + QuoteCH(DeletedColumn) + ")"
+	}
+	return "ReplacingMergeTree(" + QuoteCH(VersionColumn) + ")"
+}
+
+// orderBy lists the quoted sorting key columns.
+func (m *TableMap) orderBy() []string {
+	if m.Source.AppendOnly || len(m.Key) == 0 {
+		return []string{QuoteCH(VersionColumn), QuoteCH(SeqColumn)}
+	}
+	cols := make([]string, 0, len(m.Key))
+	for _, i := range m.Key {
+		cols = append(cols, QuoteCH(m.Columns[i].Name))
+	}
+	return cols
+}
+
+// InsertSQL is "INSERT INTO db.t (columns...)" with an explicit column list
+// and no VALUES clause, as clickhouse-go's PrepareBatch takes it. A row's
+// values go in this order: one per column, the version (uint64), the
+// deleted flag (uint8) and, for append-only tables, the seq (uint64).
+func (m *TableMap) InsertSQL(database string) string {
+	cols := make([]string, 0, len(m.Columns)+3)
+	for _, c := range m.Columns {
+		cols = append(cols, QuoteCH(c.Name))
+	}
+	cols = append(cols, QuoteCH(VersionColumn), QuoteCH(DeletedColumn))
+	if m.Source.AppendOnly {
+		cols = append(cols, QuoteCH(SeqColumn))
+	}
+	return "INSERT INTO " + QuoteCH(database) + "." + QuoteCH(m.Name) + " (" + strings.Join(cols, ", ") + ")"
+}
+
+// SelectColumnsSQL is the PostgreSQL-quoted list of the source columns, in
+// order and comma separated, for the SELECT of the initial copy.
+func (m *TableMap) SelectColumnsSQL() string {
+	cols := make([]string, 0, len(m.Source.Columns))
+	for _, c := range m.Source.Columns {
+		cols = append(cols, QuotePG(c.Name))
+	}
+	return strings.Join(cols, ", ")
+}

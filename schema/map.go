@@ -1,0 +1,218 @@
+package schema
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+)
+
+// PostgreSQL type OIDs ferry maps to a native ClickHouse type.
+const (
+	oidBool        = 16
+	oidBytea       = 17
+	oidChar        = 18
+	oidName        = 19
+	oidInt8        = 20
+	oidInt2        = 21
+	oidInt4        = 23
+	oidText        = 25
+	oidOID         = 26
+	oidJSON        = 114
+	oidFloat4      = 700
+	oidFloat8      = 701
+	oidBpchar      = 1042
+	oidVarchar     = 1043
+	oidDate        = 1082
+	oidTime        = 1083
+	oidTimestamp   = 1114
+	oidTimestamptz = 1184
+	oidNumeric     = 1700
+	oidUUID        = 2950
+	oidJSONB       = 3802
+)
+
+// maxDecimalPrecision is the widest Decimal ClickHouse has (Decimal128).
+const maxDecimalPrecision = 38
+
+// kind is how values of one PostgreSQL type go to ClickHouse: the
+// non-Nullable ClickHouse type, converters for a scalar and for a
+// one-dimensional array of it, and the zero values of both.
+type kind struct {
+	chType     string
+	scalar     converter
+	array      converter
+	zero       any
+	emptyArray any
+}
+
+// newKind builds a kind from a typed parser, so that scalars and arrays of
+// the type convert alike.
+func newKind[T any](chType string, p parser[T], zero T) kind {
+	return kind{chType: chType, scalar: scalarConv(p), array: arrayConv(p), zero: zero, emptyArray: []*T{}}
+}
+
+// stringKind is a String column holding PostgreSQL's text form.
+func stringKind() kind { return newKind("String", parseString, "") }
+
+// Map maps table t onto a ClickHouse server with capabilities caps. It fails
+// when the table has no columns, or has no key column and is not
+// append-only. Every returned ColumnMap converts values losslessly or fails.
+func Map(t Table, caps Capabilities) (*TableMap, error) {
+	if len(t.Columns) == 0 {
+		return nil, fmt.Errorf("table %s has no columns; fix: add a column or leave the table out", t.QualifiedName())
+	}
+	m := &TableMap{Source: t, Name: CHTableName(t.Schema, t.Name), Caps: caps}
+	for i, col := range t.Columns {
+		m.Columns = append(m.Columns, mapColumn(t, col, caps))
+		if col.Key && !t.AppendOnly {
+			m.Key = append(m.Key, i)
+		}
+	}
+	if len(m.Key) == 0 && !t.AppendOnly {
+		return nil, fmt.Errorf("table %s has no key column; fix: add a primary key, "+
+			"set REPLICA IDENTITY USING INDEX or FULL, or replicate it with --append-only %s.%s",
+			t.QualifiedName(), t.Schema, t.Name)
+	}
+	return m, nil
+}
+
+// mapColumn maps one column. Key and NOT NULL columns are never Nullable.
+func mapColumn(t Table, col Column, caps Capabilities) ColumnMap {
+	notNull := col.NotNull || col.Key
+	cm := ColumnMap{Name: col.Name, fix: "--text-columns " + t.Schema + "." + t.Name + "." + col.Name, key: col.Key}
+	var k kind
+	switch {
+	case col.Text:
+		k = stringKind()
+	case col.ElemOID != 0:
+		k, cm.Fallback = arrayKind(col, caps, notNull)
+	case col.Enum:
+		k = enumKind(caps)
+	default:
+		var ok bool
+		if k, ok = scalarKind(col.TypeOID, col.TypeMod, caps); !ok {
+			k, cm.Fallback = stringKind(), true
+		}
+	}
+	cm.Type, cm.conv, cm.zero = k.chType, k.scalar, k.zero
+	if !notNull {
+		cm.Type, cm.Nullable, cm.zero = nullable(cm.Type), true, nil
+	}
+	return cm
+}
+
+// arrayKind maps a one-dimensional array column. A NOT NULL array becomes
+// Array(Nullable(T)) converted to []*T; a nullable one (ClickHouse has no
+// Nullable(Array)) and a key one (ClickHouse can't sort by an array of
+// Nullable) become String holding PostgreSQL's array text. An array of an
+// unmapped element type is a fallback String.
+func arrayKind(col Column, caps Capabilities, notNull bool) (k kind, fallback bool) {
+	elem, ok := scalarKind(col.ElemOID, col.TypeMod, caps)
+	if col.Enum {
+		elem, ok = stringKind(), true
+	}
+	switch {
+	case !ok:
+		return stringKind(), true
+	case !notNull || col.Key:
+		return stringKind(), false
+	}
+	return kind{chType: "Array(Nullable(" + elem.chType + "))", scalar: elem.array, zero: elem.emptyArray}, false
+}
+
+// enumKind maps an enum: LowCardinality(String) where the server has it.
+func enumKind(caps Capabilities) kind {
+	k := stringKind()
+	if caps.LowCardinality {
+		k.chType = "LowCardinality(String)"
+	}
+	return k
+}
+
+// nullable wraps a ClickHouse type in Nullable, inside LowCardinality as
+// ClickHouse requires.
+func nullable(t string) string {
+	if inner, ok := strings.CutPrefix(t, "LowCardinality("); ok {
+		return "LowCardinality(Nullable(" + inner + ")"
+	}
+	return "Nullable(" + t + ")"
+}
+
+// scalarKind is the mapping of a non-array, non-enum type; ok is false when
+// ferry has no native mapping for it.
+func scalarKind(oid uint32, typmod int32, caps Capabilities) (k kind, ok bool) {
+	switch oid {
+	case oidInt2:
+		return newKind("Int16", parseInt16, int16(0)), true
+	case oidInt4:
+		return newKind("Int32", parseInt32, int32(0)), true
+	case oidInt8:
+		return newKind("Int64", parseInt64, int64(0)), true
+	case oidOID:
+		return newKind("UInt32", parseUint32, uint32(0)), true
+	case oidFloat4:
+		return newKind("Float32", parseFloat32, float32(0)), true
+	case oidFloat8:
+		return newKind("Float64", parseFloat64, float64(0)), true
+	case oidNumeric:
+		return numericKind(typmod), true
+	case oidText, oidVarchar, oidBpchar, oidChar, oidName, oidJSON, oidJSONB:
+		return stringKind(), true
+	case oidBytea:
+		return newKind("String", parseBytea, ""), true
+	case oidBool:
+		if caps.Bool {
+			return newKind("Bool", parseBool, false), true
+		}
+		return newKind("UInt8", parseBoolUint8, uint8(0)), true
+	case oidUUID:
+		return newKind("UUID", parseUUID, uuid.UUID{}), true
+	}
+	return temporalKind(oid, caps)
+}
+
+// temporalKind maps date, time and timestamps.
+func temporalKind(oid uint32, caps Capabilities) (k kind, ok bool) {
+	switch oid {
+	case oidDate:
+		if caps.Date32 {
+			return newKind("Date32", parseDate32, epoch()), true
+		}
+		return newKind("Int32", parseDateDays, int32(0)), true
+	case oidTimestamp, oidTimestamptz:
+		if caps.DateTime64 {
+			return newKind("DateTime64(6, 'UTC')", parseDateTime64, epoch()), true
+		}
+		return newKind("Int64", parseTimestampMicros, int64(0)), true
+	case oidTime:
+		return newKind("Int64", parseTimeMicros, int64(0)), true
+	}
+	return kind{}, false
+}
+
+// numericKind maps numeric(p, s) to Decimal(p, s) when ClickHouse can hold
+// every value of it, else to String in PostgreSQL's exact text form.
+func numericKind(typmod int32) kind {
+	p, s, ok := numericTypmod(typmod)
+	if !ok || p > maxDecimalPrecision || s < 0 || s > p {
+		return stringKind()
+	}
+	chType := "Decimal(" + strconv.Itoa(p) + ", " + strconv.Itoa(s) + ")"
+	return newKind(chType, decimalParser(p, s), decimal.Decimal{})
+}
+
+// numericTypmod decodes numeric's typmod into precision and scale; the
+// scale is an 11-bit signed value (negative scales exist since
+// PostgreSQL 15). ok is false for an unconstrained numeric.
+func numericTypmod(typmod int32) (p, s int, ok bool) {
+	if typmod < 4 {
+		return 0, 0, false
+	}
+	v := int(typmod - 4)
+	p = (v >> 16) & 0xffff
+	s = ((v & 0x7ff) ^ 1024) - 1024
+	return p, s, p >= 1
+}

@@ -1,0 +1,155 @@
+package schema
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+)
+
+func utc(y int, m time.Month, d, hh, mm, ss, us int) time.Time {
+	return time.Date(y, m, d, hh, mm, ss, us*1000, time.UTC)
+}
+
+func TestConvertTemporalModern(t *testing.T) {
+	date := Column{TypeOID: 1082, NotNull: true}
+	ts := Column{TypeOID: 1114, NotNull: true}
+	tstz := Column{TypeOID: 1184, NotNull: true}
+	tm := Column{TypeOID: 1083, NotNull: true}
+	runConvertCases(t, CapabilitiesFor(24, 8), []convertCase{
+		{name: "date", col: date, text: "2024-02-29", want: utc(2024, 2, 29, 0, 0, 0, 0)},
+		{name: "date min", col: date, text: "1900-01-01", want: utc(1900, 1, 1, 0, 0, 0, 0)},
+		{name: "date max", col: date, text: "2299-12-31", want: utc(2299, 12, 31, 0, 0, 0, 0)},
+		{name: "date 1899", col: date, text: "1899-12-31", wantErr: `Date32 (1900-01-01 to 2299-12-31) can't hold "1899-12-31": value not representable; ` + textFix},
+		{name: "date 2300", col: date, text: "2300-01-01", wantErr: textFix},
+		{name: "date infinity", col: date, text: "infinity", wantErr: textFix},
+		{name: "date -infinity", col: date, text: "-infinity", wantErr: textFix},
+		{name: "date BC", col: date, text: "0044-03-15 BC", wantErr: textFix},
+		{name: "date not leap", col: date, text: "2023-02-29", wantErr: "invalid date"},
+		{name: "date garbage", col: date, text: "2024-1-02", wantErr: "invalid date"},
+		{name: "timestamp", col: ts, text: "2024-01-02 03:04:05", want: utc(2024, 1, 2, 3, 4, 5, 0)},
+		{name: "timestamp micros", col: ts, text: "2024-01-02 03:04:05.123456", want: utc(2024, 1, 2, 3, 4, 5, 123456)},
+		{name: "timestamp short fraction", col: ts, text: "2024-01-02 03:04:05.5", want: utc(2024, 1, 2, 3, 4, 5, 500000)},
+		{name: "timestamp min", col: ts, text: "1900-01-01 00:00:00", want: utc(1900, 1, 1, 0, 0, 0, 0)},
+		{name: "timestamp max", col: ts, text: "2299-12-31 23:59:59.999999", want: utc(2299, 12, 31, 23, 59, 59, 999999)},
+		{name: "timestamp 1899", col: ts, text: "1899-12-31 23:59:59.999999", wantErr: "DateTime64 (1900-01-01 to 2299-12-31) can't hold"},
+		{name: "timestamp 2300", col: ts, text: "2300-01-01 00:00:00", wantErr: textFix},
+		{name: "timestamp infinity", col: ts, text: "infinity", wantErr: textFix},
+		{name: "timestamp 7 fraction digits", col: ts, text: "2024-01-02 03:04:05.1234567", wantErr: "invalid timestamp"},
+		{name: "timestamp hour 24", col: ts, text: "2024-01-02 24:00:00", wantErr: "invalid timestamp"},
+		{name: "timestamptz utc", col: tstz, text: "2024-01-02 03:04:05.5+00", want: utc(2024, 1, 2, 3, 4, 5, 500000)},
+		{name: "timestamptz +05:30", col: tstz, text: "2024-01-02 03:04:05+05:30", want: utc(2024, 1, 1, 21, 34, 5, 0)},
+		{name: "timestamptz -08", col: tstz, text: "2024-01-02 03:04:05.000001-08", want: utc(2024, 1, 2, 11, 4, 5, 1)},
+		{name: "timestamptz +05:30:15", col: tstz, text: "2024-01-02 03:04:05+05:30:15", want: utc(2024, 1, 1, 21, 33, 50, 0)},
+		{name: "timestamptz bad offset", col: tstz, text: "2024-01-02 03:04:05+5", wantErr: "invalid timestamp"},
+		{name: "timestamptz offset minutes 60", col: tstz, text: "2024-01-02 03:04:05+05:60", wantErr: "invalid timestamp"},
+		{name: "timestamptz trailing junk", col: tstz, text: "2024-01-02 03:04:05+00 x", wantErr: "invalid timestamp"},
+		{name: "time", col: tm, text: "13:14:15.000016", want: int64(47655000016)},
+		{name: "time midnight", col: tm, text: "00:00:00", want: int64(0)},
+		{name: "time 24:00:00", col: tm, text: "24:00:00", want: int64(86400000000)},
+		{name: "time 24:00:01", col: tm, text: "24:00:01", wantErr: "invalid time"},
+		{name: "time 24:00:00.5", col: tm, text: "24:00:00.5", wantErr: "invalid time"},
+		{name: "time 23:60", col: tm, text: "23:60:00", wantErr: "invalid time"},
+	})
+}
+
+func TestConvertTemporalOld(t *testing.T) {
+	date := Column{TypeOID: 1082, NotNull: true}
+	ts := Column{TypeOID: 1114, NotNull: true}
+	tstz := Column{TypeOID: 1184, NotNull: true}
+	runConvertCases(t, CapabilitiesFor(18, 16), []convertCase{
+		{name: "date epoch", col: date, text: "1970-01-01", want: int32(0)},
+		{name: "date 1899", col: date, text: "1899-12-31", want: int32(-25568)},
+		{name: "date 2300", col: date, text: "2300-01-01", want: int32(120530)},
+		{name: "date year 1", col: date, text: "0001-01-01", want: int32(-719162)},
+		{name: "date 1 BC", col: date, text: "0001-12-31 BC", want: int32(-719163)},
+		{name: "date 44 BC", col: date, text: "0044-03-15 BC", want: int32(daysOf(-43, 3, 15))},
+		{name: "date 1 BC leap day", col: date, text: "0001-02-29 BC", want: int32(daysOf(0, 2, 29))},
+		{name: "date min", col: date, text: "4714-11-24 BC", want: int32(daysOf(-4713, 11, 24))},
+		{name: "date max", col: date, text: "5874897-12-31", want: int32(daysOf(5874897, 12, 31))},
+		{name: "date year 0", col: date, text: "0000-01-01", wantErr: "invalid date"},
+		{name: "date infinity", col: date, text: "infinity", wantErr: textFix},
+		{name: "timestamp 1899", col: ts, text: "1899-12-31 23:59:59.999999", want: int64(-2208988800000001)},
+		{name: "timestamp 2300", col: ts, text: "2300-01-01 00:00:00", want: int64(10413792000000000)},
+		{name: "timestamp epoch", col: ts, text: "1970-01-01 00:00:00", want: int64(0)},
+		{name: "timestamp before epoch", col: ts, text: "1969-12-31 23:59:59.999999", want: int64(-1)},
+		{name: "timestamp 5 digit year", col: ts, text: "10000-01-01 00:00:00", want: microsOf(utc(10000, 1, 1, 0, 0, 0, 0))},
+		{name: "timestamp BC", col: ts, text: "0044-03-15 12:00:00.5 BC", want: microsOf(utc(-43, 3, 15, 12, 0, 0, 500000))},
+		{name: "timestamptz BC with offset", col: tstz, text: "0044-03-15 12:00:00+01 BC", want: microsOf(utc(-43, 3, 15, 11, 0, 0, 0))},
+		{name: "timestamp PG max", col: ts, text: "294276-12-31 23:59:59.999999", wantErr: "Int64 can't hold"},
+		{name: "timestamp int64 end", col: ts, text: "294247-01-10 04:00:54.775807", want: int64(math.MaxInt64)},
+		{name: "timestamp past int64 end", col: ts, text: "294247-01-10 04:00:54.775808", wantErr: "Int64 can't hold"},
+		{name: "timestamp infinity", col: ts, text: "-infinity", wantErr: textFix},
+		{name: "timestamp far but fits", col: ts, text: "200000-01-01 00:00:00", want: microsOf(utc(200000, 1, 1, 0, 0, 0, 0))},
+	})
+}
+
+// daysOf is the day number of a date (astronomical year) per package time.
+func daysOf(y int, m time.Month, d int) int64 {
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Unix() / 86400
+}
+
+// microsOf is t in microseconds since the epoch, per package time.
+func microsOf(t time.Time) int64 {
+	return (t.Unix()-utc(1970, 1, 1, 0, 0, 0, 0).Unix())*1_000_000 + int64(t.Nanosecond()/1000)
+}
+
+func TestCHDayBounds(t *testing.T) {
+	tests := []struct {
+		name string
+		got  int64
+		want int64
+	}{
+		{"min", minCHDay, daysOf(1900, 1, 1)},
+		{"max", maxCHDay, daysOf(2299, 12, 31)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("got %d, want %d", tt.got, tt.want)
+			}
+		})
+	}
+}
+
+// pgTimestampText formats t (UTC) the way PostgreSQL prints a timestamp with
+// DateStyle ISO, using package time for the calendar.
+func pgTimestampText(t time.Time) string {
+	y, mo, d := t.Date()
+	era := ""
+	if y <= 0 {
+		y, era = 1-y, " BC"
+	}
+	s := fmt.Sprintf("%04d-%02d-%02d %02d:%02d:%02d", y, mo, d, t.Hour(), t.Minute(), t.Second())
+	if us := t.Nanosecond() / 1000; us != 0 {
+		s += fmt.Sprintf(".%06d", us)
+		for s[len(s)-1] == '0' {
+			s = s[:len(s)-1]
+		}
+	}
+	return s + era
+}
+
+func FuzzTimestampText(f *testing.F) {
+	for _, us := range []int64{0, -1, 1, 1e15, -2208988800000001, -210866803200000000, 9223371331199999999 - 1e18} {
+		f.Add(us)
+	}
+	// PostgreSQL's range: 4714-11-24 BC to 294276-12-31 AD, as micros since
+	// 1970 (the top cut where int64 ends).
+	const lo, hi = -210866803200000000, math.MaxInt64
+	f.Fuzz(func(t *testing.T, us int64) {
+		if us < lo || us > hi-1 {
+			low := int64(lo)
+			us = int64(uint64(low) + uint64(us)%(uint64(hi-1)+uint64(-low)))
+		}
+		tm := time.Unix(us/1e6, (us%1e6)*1000).UTC()
+		if us%1e6 < 0 {
+			tm = time.Unix(us/1e6-1, (us%1e6+1e6)*1000).UTC()
+		}
+		text := pgTimestampText(tm)
+		got, err := parseTimestampMicros([]byte(text))
+		if err != nil || got != us {
+			t.Fatalf("parse(%q) = %d, %v; want %d", text, got, err, us)
+		}
+	})
+}
