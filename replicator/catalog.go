@@ -1,0 +1,233 @@
+package replicator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ferry-cdc/ferry/schema"
+)
+
+// tableRef names one table to replicate.
+type tableRef struct {
+	OID        uint32
+	Schema     string
+	Name       string
+	AppendOnly bool
+}
+
+func (r tableRef) String() string { return r.Schema + "." + r.Name }
+
+// ParseTableName splits "schema.table" (either part may be double-quoted,
+// with "" for a quote) into its parts; a bare name is in schema public.
+func ParseTableName(s string) (schemaName, table string, err error) {
+	parts, err := splitQualified(s)
+	if err != nil {
+		return "", "", err
+	}
+	switch len(parts) {
+	case 1:
+		return "public", parts[0], nil
+	case 2:
+		return parts[0], parts[1], nil
+	}
+	return "", "", fmt.Errorf("table name %q: want schema.table", s)
+}
+
+// splitQualified splits a dotted name outside double quotes.
+func splitQualified(s string) ([]string, error) {
+	var parts []string
+	var cur strings.Builder
+	quoted := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' && quoted && i+1 < len(s) && s[i+1] == '"':
+			cur.WriteByte('"')
+			i++
+		case c == '"':
+			quoted = !quoted
+		case c == '.' && !quoted:
+			parts = append(parts, cur.String())
+			cur.Reset()
+		default:
+			cur.WriteByte(c)
+		}
+	}
+	if quoted {
+		return nil, fmt.Errorf("name %q: unterminated double quote", s)
+	}
+	parts = append(parts, cur.String())
+	for _, p := range parts {
+		if p == "" {
+			return nil, fmt.Errorf("name %q: empty part", s)
+		}
+	}
+	return parts, nil
+}
+
+// preflight checks what logical replication needs of the server and the
+// role, and says how to fix each problem it finds.
+func preflight(ctx context.Context, conn *pgx.Conn) error {
+	var walLevel string
+	if err := conn.QueryRow(ctx, "SHOW wal_level").Scan(&walLevel); err != nil {
+		return fmt.Errorf("read wal_level: %w", err)
+	}
+	if walLevel != "logical" {
+		return fmt.Errorf("wal_level is %q but logical replication needs 'logical': run ALTER SYSTEM SET wal_level = logical and restart PostgreSQL", walLevel)
+	}
+	var user string
+	var canReplicate bool
+	err := conn.QueryRow(ctx, `SELECT current_user, rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&user, &canReplicate)
+	if err != nil {
+		return fmt.Errorf("read role attributes: %w", err)
+	}
+	if !canReplicate {
+		return fmt.Errorf("role %s lacks the REPLICATION attribute: run ALTER ROLE %s REPLICATION as a superuser", schema.QuotePG(user), schema.QuotePG(user))
+	}
+	return nil
+}
+
+// lookupTable finds a named table.
+func lookupTable(ctx context.Context, conn *pgx.Conn, schemaName, name string) (tableRef, error) {
+	ref := tableRef{Schema: schemaName, Name: name}
+	err := conn.QueryRow(ctx, `SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, schemaName, name).Scan(&ref.OID)
+	if err == pgx.ErrNoRows {
+		return ref, fmt.Errorf("table %s does not exist: check --tables", ref)
+	}
+	if err != nil {
+		return ref, fmt.Errorf("look up table %s: %w", ref, err)
+	}
+	return ref, nil
+}
+
+// userTables lists the ordinary tables of the database's user schemas.
+func userTables(ctx context.Context, conn *pgx.Conn) ([]tableRef, error) {
+	return queryRefs(ctx, conn, `SELECT c.oid, n.nspname, c.relname FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind = 'r' AND NOT c.relispartition
+		  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_%'
+		ORDER BY n.nspname, c.relname`)
+}
+
+// publicationTables lists the tables of a publication; nil if it does not exist.
+func publicationTables(ctx context.Context, conn *pgx.Conn, pub string) ([]tableRef, bool, error) {
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, pub).Scan(&exists); err != nil {
+		return nil, false, fmt.Errorf("look up publication %s: %w", pub, err)
+	}
+	if !exists {
+		return nil, false, nil
+	}
+	refs, err := queryRefs(ctx, conn, `SELECT c.oid, n.nspname, c.relname FROM pg_publication_tables p
+		JOIN pg_namespace n ON n.nspname = p.schemaname
+		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+		WHERE p.pubname = $1 ORDER BY 2, 3`, pub)
+	return refs, true, err
+}
+
+func queryRefs(ctx context.Context, conn *pgx.Conn, sql string, args ...any) ([]tableRef, error) {
+	rows, err := conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	var refs []tableRef
+	for rows.Next() {
+		var r tableRef
+		if err := rows.Scan(&r.OID, &r.Schema, &r.Name); err != nil {
+			return nil, fmt.Errorf("list tables: %w", err)
+		}
+		refs = append(refs, r)
+	}
+	return refs, rows.Err()
+}
+
+// described is a table as the catalog describes it.
+type described struct {
+	table    schema.Table
+	ident    byte     // pg_class.relreplident: d(efault), n(othing), f(ull), i(ndex)
+	typeOIDs []uint32 // declared column types, domains not resolved
+}
+
+// describeTable reads a table's columns, key and replica identity.
+func describeTable(ctx context.Context, conn *pgx.Conn, ref tableRef) (described, error) {
+	d := described{table: schema.Table{Schema: ref.Schema, Name: ref.Name, AppendOnly: ref.AppendOnly}}
+	t := &d.table
+	var ident string
+	if err := conn.QueryRow(ctx, `SELECT relreplident::text FROM pg_class WHERE oid = $1`, ref.OID).Scan(&ident); err != nil {
+		return d, fmt.Errorf("describe table %s: %w", ref, err)
+	}
+	d.ident = ident[0]
+	rows, err := conn.Query(ctx, columnsSQL, ref.OID)
+	if err != nil {
+		return d, fmt.Errorf("describe table %s: %w", ref, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c schema.Column
+		var typType, elemType string
+		var baseOID, typOID, elemOID uint32
+		var baseMod int32
+		if err := rows.Scan(&c.Name, &typOID, &c.TypeMod, &c.TypeName, &c.NotNull,
+			&typType, &baseOID, &baseMod, &elemOID, &elemType, &c.Key); err != nil {
+			return d, fmt.Errorf("describe table %s: %w", ref, err)
+		}
+		d.typeOIDs = append(d.typeOIDs, typOID)
+		c.TypeOID = typOID
+		if typType == "d" {
+			c.TypeOID, c.TypeMod = baseOID, baseMod
+		}
+		c.Enum = typType == "e" || elemType == "e"
+		c.ElemOID = elemOID
+		t.Columns = append(t.Columns, c)
+	}
+	if err := rows.Err(); err != nil {
+		return d, fmt.Errorf("describe table %s: %w", ref, err)
+	}
+	return d, nil
+}
+
+// columnsSQL lists a table's replicated columns: pgoutput leaves out
+// dropped and generated columns, and so does ferry. A column is part of the
+// key when it is in the index that identifies rows for replication.
+const columnsSQL = `SELECT a.attname, a.atttypid, a.atttypmod, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+	t.typtype::text, t.typbasetype, t.typtypmod,
+	CASE WHEN t.typcategory = 'A' THEN t.typelem ELSE 0 END::oid,
+	coalesce(et.typtype::text, ''),
+	coalesce(a.attnum = ANY(ki.indkey), false)
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_type t ON t.oid = a.atttypid
+LEFT JOIN pg_type et ON et.oid = t.typelem AND t.typcategory = 'A'
+LEFT JOIN LATERAL (
+	SELECT i.indkey FROM pg_index i
+	WHERE i.indrelid = c.oid AND CASE c.relreplident WHEN 'i' THEN i.indisreplident ELSE i.indisprimary END
+	LIMIT 1) ki ON true
+WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
+ORDER BY a.attnum`
+
+// textColumnSet parses --text-columns entries into "schema.table" → columns.
+func textColumnSet(entries []string) (map[string]map[string]bool, error) {
+	set := map[string]map[string]bool{}
+	for _, e := range entries {
+		parts, err := splitQualified(e)
+		if err != nil {
+			return nil, fmt.Errorf("--text-columns: %w", err)
+		}
+		if len(parts) == 2 {
+			parts = append([]string{"public"}, parts...)
+		}
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("--text-columns entry %q: want schema.table.column", e)
+		}
+		key := parts[0] + "." + parts[1]
+		if set[key] == nil {
+			set[key] = map[string]bool{}
+		}
+		set[key][parts[2]] = true
+	}
+	return set, nil
+}

@@ -1,0 +1,151 @@
+package replicator
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pglogrepl"
+	"go.uber.org/zap"
+
+	"github.com/ferry-cdc/ferry/loader"
+)
+
+// walData handles one pgoutput message.
+func (s *stream) walData(ctx context.Context, xld pglogrepl.XLogData) error {
+	msg, err := pglogrepl.Parse(xld.WALData)
+	if err != nil {
+		return fmt.Errorf("slot %s: parse pgoutput message at %s: %w", s.cfg.Slot, xld.WALStart, err)
+	}
+	version := uint64(xld.WALStart)
+	switch m := msg.(type) {
+	case *pglogrepl.BeginMessage:
+		s.inTx = true
+	case *pglogrepl.CommitMessage:
+		return s.commit(ctx, m)
+	case *pglogrepl.RelationMessage:
+		return s.relationMessage(m)
+	case *pglogrepl.InsertMessage:
+		return s.insert(m, version)
+	case *pglogrepl.UpdateMessage:
+		return s.update(m, version)
+	case *pglogrepl.DeleteMessage:
+		return s.delete(m, version)
+	case *pglogrepl.TruncateMessage:
+		return s.truncate(ctx, m)
+	}
+	return nil
+}
+
+func (s *stream) commit(ctx context.Context, m *pglogrepl.CommitMessage) error {
+	s.inTx = false
+	s.lastEnd = m.TransactionEndLSN
+	if s.cfg.CatchUp && s.lastEnd >= s.target {
+		if err := s.flush(ctx); err != nil {
+			return err
+		}
+		return errCaughtUp
+	}
+	return nil
+}
+
+// relationMessage checks that a table still has the columns ferry mapped.
+func (s *stream) relationMessage(m *pglogrepl.RelationMessage) error {
+	rel := s.byOID[m.RelationID]
+	if rel == nil {
+		if !s.skipped[m.RelationID] {
+			s.skipped[m.RelationID] = true
+			s.log.Warn("ignoring a table of the publication that ferry was not asked to replicate",
+				zap.String("table", m.Namespace+"."+m.RelationName))
+		}
+		return nil
+	}
+	cols := rel.tm.Source.Columns
+	same := len(m.Columns) == len(cols)
+	for i := 0; same && i < len(cols); i++ {
+		same = m.Columns[i].Name == cols[i].Name && m.Columns[i].DataType == rel.typeOIDs[i]
+	}
+	if !same {
+		return fmt.Errorf("table %s changed shape while ferry ran (schema changes are not propagated yet): drop the ClickHouse table %s and start ferry with a new --slot to copy it anew", rel.ref, rel.tm.Name)
+	}
+	return nil
+}
+
+func (s *stream) insert(m *pglogrepl.InsertMessage, version uint64) error {
+	rel, ok := s.relation(m.RelationID)
+	if !ok {
+		return nil
+	}
+	vals, size, err := rel.values(m.Tuple, nil)
+	if err != nil {
+		return err
+	}
+	s.add(rel, loader.Row{Values: vals, Version: version}, size)
+	return nil
+}
+
+func (s *stream) update(m *pglogrepl.UpdateMessage, version uint64) error {
+	rel, ok := s.relation(m.RelationID)
+	if !ok {
+		return nil
+	}
+	var old *pglogrepl.TupleData
+	if m.OldTupleType == pglogrepl.UpdateMessageTupleTypeOld {
+		old = m.OldTuple
+	}
+	if m.OldTuple != nil && !rel.tm.Source.AppendOnly && rel.keyChanged(m.OldTuple, m.NewTuple) {
+		gone, err := rel.keyValues(m.OldTuple)
+		if err != nil {
+			return err
+		}
+		s.add(rel, loader.Row{Values: gone, Version: version, Deleted: true}, 0)
+	}
+	vals, size, err := rel.values(m.NewTuple, old)
+	if err != nil {
+		return err
+	}
+	s.add(rel, loader.Row{Values: vals, Version: version}, size)
+	return nil
+}
+
+func (s *stream) delete(m *pglogrepl.DeleteMessage, version uint64) error {
+	rel, ok := s.relation(m.RelationID)
+	if !ok || rel.tm.Source.AppendOnly {
+		return nil
+	}
+	vals, err := rel.keyValues(m.OldTuple)
+	if err != nil {
+		return err
+	}
+	s.add(rel, loader.Row{Values: vals, Version: version, Deleted: true}, 0)
+	return nil
+}
+
+// truncate writes what came before it, then empties the tables. Replayed
+// after a crash, it empties them again before the rows that followed it
+// are written again, so the end state is the same.
+func (s *stream) truncate(ctx context.Context, m *pglogrepl.TruncateMessage) error {
+	if err := s.flushWithRetry(ctx); err != nil {
+		return err
+	}
+	for _, oid := range m.RelationIDs {
+		rel, ok := s.relation(oid)
+		if !ok || rel.tm.Source.AppendOnly {
+			continue
+		}
+		if err := s.sink.Truncate(ctx, rel.tm); err != nil {
+			return fmt.Errorf("truncate %s: %w", rel.ref, err)
+		}
+		s.log.Info("truncated", zap.Stringer("table", rel.ref))
+	}
+	return nil
+}
+
+func (s *stream) relation(oid uint32) (*relation, bool) {
+	rel := s.byOID[oid]
+	return rel, rel != nil
+}
+
+func (s *stream) add(rel *relation, row loader.Row, size int) {
+	s.batch.Add(rel.tm, row, size+16*len(row.Values))
+	s.rows++
+}

@@ -1,0 +1,78 @@
+package replicator
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Config says what to replicate and how. The zero value of every field but
+// ConnString means its default.
+type Config struct {
+	// ConnString is the PostgreSQL connection URL or DSN. Required.
+	ConnString string
+	// Slot is the logical replication slot's name. Default "ferry".
+	Slot string
+	// Publication is the publication's name. Default "ferry". Tables
+	// replicated append-only go through a second publication named
+	// Publication + "_append" that publishes inserts only.
+	Publication string
+	// Tables lists "schema.table" names to replicate. Default: the
+	// publication's tables when it exists, else every table of the
+	// database's user schemas that has a replica identity.
+	Tables []string
+	// AppendOnly lists "schema.table" names replicated insert-only, which
+	// needs no replica identity. Default none.
+	AppendOnly []string
+	// TextColumns lists "schema.table.column" names sent as String in
+	// PostgreSQL's text form, whatever their type. Default none.
+	TextColumns []string
+	// CatchUp makes Run return nil once every transaction committed before
+	// it started is stored. Default false: stream until ctx is done.
+	CatchUp bool
+	// StandbyInterval is how often a status update goes to PostgreSQL.
+	// Default 10s; capped at 3/4 of the server's wal_sender_timeout.
+	StandbyInterval time.Duration
+	// Batch sets how rows are grouped into INSERTs.
+	Batch BatchConfig
+	// Logger receives progress and warnings. Default zap.NewNop().
+	Logger *zap.Logger
+}
+
+// BatchConfig bounds the rows held before they are written. A flush writes
+// every table's pending rows, one INSERT per table.
+type BatchConfig struct {
+	// MaxRows flushes when this many rows are pending. Default 50000.
+	MaxRows int
+	// MaxBytes flushes when the pending values' text adds up to this many
+	// bytes. Default 32 MiB.
+	MaxBytes int
+	// MaxAge flushes when the oldest pending row waited this long.
+	// Default 300ms, so a quiet stream is visible within a second.
+	MaxAge time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Slot == "" {
+		c.Slot = "ferry"
+	}
+	if c.Publication == "" {
+		c.Publication = "ferry"
+	}
+	if c.StandbyInterval <= 0 {
+		c.StandbyInterval = 10 * time.Second
+	}
+	if c.Batch.MaxRows <= 0 {
+		c.Batch.MaxRows = 50000
+	}
+	if c.Batch.MaxBytes <= 0 {
+		c.Batch.MaxBytes = 32 << 20
+	}
+	if c.Batch.MaxAge <= 0 {
+		c.Batch.MaxAge = 300 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}

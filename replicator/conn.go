@@ -1,0 +1,113 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// setSessionParams fixes the settings that shape PostgreSQL's text output,
+// so that what pgoutput and COPY send is exactly what package schema parses,
+// whatever the server's or the role's defaults are.
+func setSessionParams(params map[string]string) {
+	params["DateStyle"] = "ISO"
+	params["TimeZone"] = "UTC"
+	params["IntervalStyle"] = "postgres"
+	params["extra_float_digits"] = "3"
+	params["bytea_output"] = "hex"
+	if params["application_name"] == "" {
+		params["application_name"] = "ferry"
+	}
+}
+
+// connect opens a regular SQL connection.
+func connect(ctx context.Context, connString string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(connString)
+	if err != nil {
+		return nil, fmt.Errorf("parse PostgreSQL URL %s: %w", Redact(connString), redactErr(err, connString))
+	}
+	setSessionParams(cfg.RuntimeParams)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL %s: %w", Redact(connString), redactErr(err, connString))
+	}
+	return conn, nil
+}
+
+// connectReplication opens a walsender connection for logical replication.
+func connectReplication(ctx context.Context, connString string) (*pgconn.PgConn, error) {
+	cfg, err := pgconn.ParseConfig(connString)
+	if err != nil {
+		return nil, fmt.Errorf("parse PostgreSQL URL %s: %w", Redact(connString), redactErr(err, connString))
+	}
+	setSessionParams(cfg.RuntimeParams)
+	cfg.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open replication connection to %s: %w", Redact(connString), redactErr(err, connString))
+	}
+	return conn, nil
+}
+
+var dsnPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+
+// Redact returns the connection string with its password replaced, for
+// logs and errors. It accepts both URL and keyword/value forms.
+func Redact(connString string) string {
+	if u, err := url.Parse(connString); err == nil && u.Scheme != "" {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+		q := u.Query()
+		if q.Has("password") {
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
+		}
+		return u.String()
+	}
+	return dsnPassword.ReplaceAllString(connString, "${1}xxxxx")
+}
+
+// redactErr keeps an error's chain but makes sure its text does not carry
+// the password, should a driver ever quote the connection string.
+func redactErr(err error, connString string) error {
+	if err == nil {
+		return nil
+	}
+	pw := passwordOf(connString)
+	if pw == "" || !strings.Contains(err.Error(), pw) {
+		return err
+	}
+	return &redactedError{msg: strings.ReplaceAll(err.Error(), pw, "xxxxx"), err: err}
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+func passwordOf(connString string) string {
+	cfg, err := pgconn.ParseConfig(connString)
+	if err != nil {
+		return ""
+	}
+	return cfg.Password
+}
+
+// pgCode returns the SQLSTATE of a PostgreSQL error, or "".
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}

@@ -1,0 +1,127 @@
+package replicator
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/ferry-cdc/ferry/loader"
+	"github.com/ferry-cdc/ferry/schema"
+)
+
+// relation is a replicated table as the stream sees it.
+type relation struct {
+	ref      tableRef
+	tm       *schema.TableMap
+	typeOIDs []uint32 // each column's declared type (a domain, not its base), as pgoutput names it
+}
+
+// values converts a pgoutput tuple into row values. An unchanged TOAST
+// column takes its value from old (the REPLICA IDENTITY FULL old tuple)
+// when old has it, else becomes loader.Unchanged for the sink to resolve.
+// It returns the values and the bytes they came from.
+func (r *relation) values(tuple, old *pglogrepl.TupleData) ([]any, int, error) {
+	cols := r.tm.Columns
+	if tuple == nil || len(tuple.Columns) != len(cols) {
+		n := 0
+		if tuple != nil {
+			n = len(tuple.Columns)
+		}
+		return nil, 0, fmt.Errorf("table %s: pgoutput sent %d columns, ferry knows %d: the table changed shape while ferry ran (schema changes are not propagated yet): drop the ClickHouse table and start ferry again to copy it anew", r.ref, n, len(cols))
+	}
+	vals := make([]any, len(cols))
+	size := 0
+	for i, c := range tuple.Columns {
+		if c.DataType == pglogrepl.TupleDataTypeToast && old != nil && i < len(old.Columns) && old.Columns[i].DataType == pglogrepl.TupleDataTypeText {
+			c = old.Columns[i]
+		}
+		switch c.DataType {
+		case pglogrepl.TupleDataTypeNull:
+			v, err := cols[i].Convert(nil, true)
+			if err != nil {
+				return nil, 0, r.valueErr(tuple, err)
+			}
+			vals[i] = v
+		case pglogrepl.TupleDataTypeToast:
+			vals[i] = loader.Unchanged
+		case pglogrepl.TupleDataTypeText:
+			v, err := cols[i].Convert(c.Data, false)
+			if err != nil {
+				return nil, 0, r.valueErr(tuple, err)
+			}
+			vals[i] = v
+			size += len(c.Data)
+		default:
+			return nil, 0, fmt.Errorf("table %s: column %q came in format %q, ferry asks for text", r.ref, cols[i].Name, c.DataType)
+		}
+	}
+	return vals, size, nil
+}
+
+// keyValues converts the key columns of a tuple (a 'K' or 'O' old tuple,
+// or a new tuple) into a deleted row's values: the key, and zero values
+// elsewhere.
+func (r *relation) keyValues(tuple *pglogrepl.TupleData) ([]any, error) {
+	cols := r.tm.Columns
+	if tuple == nil || len(tuple.Columns) != len(cols) {
+		return nil, fmt.Errorf("table %s: a delete came without its key: set REPLICA IDENTITY on the table (a primary key, USING INDEX, or FULL)", r.ref)
+	}
+	vals := make([]any, len(cols))
+	for i := range cols {
+		vals[i] = cols[i].Zero()
+	}
+	for _, k := range r.tm.Key {
+		c := tuple.Columns[k]
+		if c.DataType != pglogrepl.TupleDataTypeText {
+			return nil, fmt.Errorf("table %s: key column %q missing from the old tuple", r.ref, cols[k].Name)
+		}
+		v, err := cols[k].Convert(c.Data, false)
+		if err != nil {
+			return nil, r.valueErr(tuple, err)
+		}
+		vals[k] = v
+	}
+	return vals, nil
+}
+
+// keyChanged reports whether an update moved the row to another key.
+func (r *relation) keyChanged(old, new *pglogrepl.TupleData) bool {
+	if old == nil || new == nil || len(old.Columns) != len(new.Columns) {
+		return false
+	}
+	for _, k := range r.tm.Key {
+		o, n := old.Columns[k], new.Columns[k]
+		if n.DataType == pglogrepl.TupleDataTypeToast {
+			continue // an unchanged key column did not change
+		}
+		if o.DataType != n.DataType || !bytes.Equal(o.Data, n.Data) {
+			return true
+		}
+	}
+	return false
+}
+
+// valueErr names the table and, where it can, the row's key.
+func (r *relation) valueErr(tuple *pglogrepl.TupleData, err error) error {
+	return fmt.Errorf("table %s, row %s: %w", r.ref, r.describeKey(tuple), err)
+}
+
+func (r *relation) describeKey(tuple *pglogrepl.TupleData) string {
+	var parts []string
+	for _, k := range r.tm.Key {
+		if tuple == nil || k >= len(tuple.Columns) {
+			return "(key unknown)"
+		}
+		v := string(tuple.Columns[k].Data)
+		if len(v) > 64 {
+			v = v[:64] + "…"
+		}
+		parts = append(parts, fmt.Sprintf("%s=%q", r.tm.Columns[k].Name, v))
+	}
+	if len(parts) == 0 {
+		return "(no key)"
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}

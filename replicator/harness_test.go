@@ -1,0 +1,250 @@
+package replicator_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/ferry-cdc/ferry/loader/clickhouse"
+	"github.com/ferry-cdc/ferry/replicator"
+	"github.com/ferry-cdc/ferry/schema"
+	"github.com/ferry-cdc/ferry/verify"
+)
+
+// env is one test's private PostgreSQL database, ClickHouse database and
+// slot on the local stack.
+type env struct {
+	t     *testing.T
+	db    string
+	pgURL string
+	chURL string
+	slot  string
+	pg    *pgx.Conn
+	ch    driver.Conn
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	base, chURL := os.Getenv("FERRY_PG_URL"), os.Getenv("FERRY_CH_URL")
+	if base == "" || chURL == "" {
+		t.Skip("FERRY_PG_URL and FERRY_CH_URL are not set: run `make stack-up` and `. .stack/env` (make test does both)")
+	}
+	ctx := context.Background()
+	e := &env{t: t, db: "ferry_it_" + randomHex(4), chURL: chURL}
+	e.slot = e.db
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", base, err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+e.db); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + e.db
+	e.pgURL = u.String()
+	if e.pg, err = pgx.Connect(ctx, e.pgURL); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := ch.ParseDSN(chURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.ch, err = ch.Open(opts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.cleanup)
+	return e
+}
+
+func (e *env) cleanup() {
+	ctx := context.Background()
+	e.pg.Close(ctx)
+	if admin, err := pgx.Connect(ctx, os.Getenv("FERRY_PG_URL")); err == nil {
+		// The slot may still be held for a moment by a walsender that is
+		// shutting down.
+		for i := 0; i < 50; i++ {
+			_, err = admin.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, e.slot)
+			if err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			e.t.Logf("drop slot %s: %v", e.slot, err)
+		}
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+e.db+" WITH (FORCE)"); err != nil {
+			e.t.Logf("drop database %s: %v", e.db, err)
+		}
+		admin.Close(ctx)
+	}
+	if err := e.ch.Exec(ctx, "DROP DATABASE IF EXISTS "+e.db); err != nil {
+		e.t.Logf("drop ClickHouse database %s: %v", e.db, err)
+	}
+	e.ch.Close()
+}
+
+// exec runs SQL statements in the test database.
+func (e *env) exec(stmts ...string) {
+	e.t.Helper()
+	for _, s := range stmts {
+		if _, err := e.pg.Exec(context.Background(), s); err != nil {
+			e.t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// config is a replicator.Config for this env.
+func (e *env) config() replicator.Config {
+	return replicator.Config{ConnString: e.pgURL, Slot: e.slot, Publication: "ferry", Logger: zaptest.NewLogger(e.t)}
+}
+
+// sink opens a ClickHouse sink on the env's database.
+func (e *env) sink() *clickhouse.Sink {
+	e.t.Helper()
+	s, err := clickhouse.New(context.Background(), clickhouse.Config{DSN: e.chURL, Database: e.db})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// catchUp runs ferry until everything committed so far is in ClickHouse.
+func (e *env) catchUp(cfg replicator.Config) error {
+	e.t.Helper()
+	cfg.CatchUp = true
+	s := e.sink()
+	r, err := replicator.New(cfg, s, s, s.Capabilities(), clickhouse.IsRetryable)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return r.Run(ctx)
+}
+
+func (e *env) mustCatchUp(cfg replicator.Config) {
+	e.t.Helper()
+	if err := e.catchUp(cfg); err != nil {
+		e.t.Fatalf("catch up: %v", err)
+	}
+}
+
+// verifyAll asserts that every replicated table holds the same rows on
+// both sides, and returns the row count per table.
+func (e *env) verifyAll(cfg replicator.Config) map[string]uint64 {
+	e.t.Helper()
+	s := e.sink()
+	ctx := context.Background()
+	tms, err := replicator.Tables(ctx, cfg, s.Capabilities())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	counts := map[string]uint64{}
+	for _, tm := range tms {
+		res, err := verify.Table(ctx, tm, func(ctx context.Context, tm *schema.TableMap, fn func([]any) error) error {
+			return replicator.ScanTable(ctx, e.pgURL, tm, fn)
+		}, s.ScanLive, verify.Config{})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if !res.Match {
+			e.t.Errorf("%s differs: %d rows in PostgreSQL, %d in ClickHouse: %v", res.Table, res.SourceRows, res.DestRows, res.Differences)
+		}
+		counts[res.Table] = res.SourceRows
+	}
+	return counts
+}
+
+// chStrings runs a ClickHouse query whose columns are all strings.
+func (e *env) chStrings(query string) [][]string {
+	e.t.Helper()
+	rows, err := e.ch.Query(context.Background(), query)
+	if err != nil {
+		e.t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	var out [][]string
+	n := len(rows.Columns())
+	for rows.Next() {
+		vals := make([]string, n)
+		ptrs := make([]any, n)
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			e.t.Fatalf("%s: %v", query, err)
+		}
+		out = append(out, vals)
+	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatalf("%s: %v", query, err)
+	}
+	return out
+}
+
+// pgStrings runs a PostgreSQL query and returns its rows as text.
+func (e *env) pgStrings(query string) [][]string {
+	e.t.Helper()
+	rows, err := e.pg.Query(context.Background(), query, pgx.QueryResultFormats{pgx.TextFormatCode})
+	if err != nil {
+		e.t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	var out [][]string
+	for rows.Next() {
+		raw := rows.RawValues()
+		vals := make([]string, len(raw))
+		for i, r := range raw {
+			if r == nil {
+				vals[i] = `\N`
+			} else {
+				vals[i] = string(r)
+			}
+		}
+		out = append(out, vals)
+	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatalf("%s: %v", query, err)
+	}
+	return out
+}
+
+func (e *env) table(name string) string { return "`" + e.db + "`.`" + name + "`" }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+func sameRows(t *testing.T, what string, got, want [][]string) {
+	t.Helper()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("%s:\n got  %s\n want %s", what, trim(fmt.Sprint(got)), trim(fmt.Sprint(want)))
+	}
+}
+
+func trim(s string) string {
+	if len(s) > 2000 {
+		return s[:2000] + "…"
+	}
+	return strings.TrimSpace(s)
+}

@@ -1,0 +1,217 @@
+package replicator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+
+	"github.com/ferry-cdc/ferry/schema"
+)
+
+// resolve decides which tables to replicate and maps each onto ClickHouse.
+// firstStart allows the table list to come from the database rather than
+// from an existing publication.
+func (r *Replicator) resolve(ctx context.Context, conn *pgx.Conn) ([]*relation, error) {
+	refs, err := r.tableRefs(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	textCols, err := textColumnSet(r.cfg.TextColumns)
+	if err != nil {
+		return nil, err
+	}
+	var rels []*relation
+	var noIdentity []string
+	names := map[string]string{}
+	for _, ref := range refs {
+		if err := canSelect(ctx, conn, ref); err != nil {
+			return nil, err
+		}
+		d, err := describeTable(ctx, conn, ref)
+		if err != nil {
+			return nil, err
+		}
+		if !ref.AppendOnly && !hasIdentity(d) {
+			noIdentity = append(noIdentity, ref.String())
+			continue
+		}
+		if d.ident == 'f' && !hasKey(d.table) {
+			noIdentity = append(noIdentity, ref.String()+" (REPLICA IDENTITY FULL without a primary key)")
+			continue
+		}
+		if err := applyTextColumns(&d.table, textCols[ref.String()]); err != nil {
+			return nil, err
+		}
+		tm, err := schema.Map(d.table, r.caps)
+		if err != nil {
+			return nil, err
+		}
+		if other, dup := names[tm.Name]; dup {
+			return nil, fmt.Errorf("tables %s and %s would both become ClickHouse table %q: rename one, or replicate only one of them with --tables", other, ref, tm.Name)
+		}
+		names[tm.Name] = ref.String()
+		for _, c := range tm.Columns {
+			if c.Fallback {
+				r.log.Warn("no ClickHouse type for this PostgreSQL type yet: the column is replicated as String in PostgreSQL's text form",
+					zap.Stringer("table", ref), zap.String("column", c.Name), zap.String("type", columnType(d.table, c.Name)))
+			}
+		}
+		rels = append(rels, &relation{ref: ref, tm: tm, typeOIDs: d.typeOIDs})
+	}
+	if len(noIdentity) > 0 {
+		r.log.Warn("leaving out tables without a replica identity: PostgreSQL would reject their UPDATEs and DELETEs if they were published. "+
+			"Fix: add a primary key, or ALTER TABLE ... REPLICA IDENTITY FULL (a primary key is still needed to tell rows apart in ClickHouse), "+
+			"or replicate them insert-only with --append-only",
+			zap.Strings("tables", noIdentity))
+	}
+	if len(rels) == 0 {
+		return nil, fmt.Errorf("no table to replicate: name tables with --tables, or create tables with a primary key")
+	}
+	return rels, nil
+}
+
+// tableRefs lists the tables asked for: --tables, else the publication's,
+// else every user table. --append-only tables are always included.
+func (r *Replicator) tableRefs(ctx context.Context, conn *pgx.Conn) ([]tableRef, error) {
+	appendOnly := map[string]bool{}
+	var refs []tableRef
+	for _, name := range r.cfg.AppendOnly {
+		ref, err := r.lookup(ctx, conn, name)
+		if err != nil {
+			return nil, fmt.Errorf("--append-only: %w", err)
+		}
+		ref.AppendOnly = true
+		appendOnly[ref.String()] = true
+		refs = append(refs, ref)
+	}
+	var listed []tableRef
+	switch {
+	case len(r.cfg.Tables) > 0:
+		for _, name := range r.cfg.Tables {
+			ref, err := r.lookup(ctx, conn, name)
+			if err != nil {
+				return nil, fmt.Errorf("--tables: %w", err)
+			}
+			listed = append(listed, ref)
+		}
+	default:
+		pubRefs, exists, err := publicationTables(ctx, conn, r.cfg.Publication)
+		if err != nil {
+			return nil, err
+		}
+		if exists && len(pubRefs) > 0 {
+			listed = pubRefs
+		} else if listed, err = userTables(ctx, conn); err != nil {
+			return nil, err
+		}
+	}
+	for _, ref := range listed {
+		if !appendOnly[ref.String()] {
+			refs = append(refs, ref)
+		}
+	}
+	return refs, nil
+}
+
+func (r *Replicator) lookup(ctx context.Context, conn *pgx.Conn, name string) (tableRef, error) {
+	s, t, err := ParseTableName(name)
+	if err != nil {
+		return tableRef{}, err
+	}
+	return lookupTable(ctx, conn, s, t)
+}
+
+// canSelect checks that the role may read the table, which the initial copy
+// and pgoutput both need.
+func canSelect(ctx context.Context, conn *pgx.Conn, ref tableRef) error {
+	var ok bool
+	var user string
+	if err := conn.QueryRow(ctx, `SELECT has_table_privilege($1::oid, 'SELECT'), current_user`, ref.OID).Scan(&ok, &user); err != nil {
+		return fmt.Errorf("check privileges on %s: %w", ref, err)
+	}
+	if !ok {
+		return fmt.Errorf("role %s may not read table %s: run GRANT SELECT ON %s TO %s", schema.QuotePG(user), ref, ref.quoted(), schema.QuotePG(user))
+	}
+	return nil
+}
+
+// hasIdentity reports whether PostgreSQL can publish the table's updates
+// and deletes.
+func hasIdentity(d described) bool {
+	switch d.ident {
+	case 'f':
+		return true
+	case 'd', 'i':
+		return hasKey(d.table)
+	}
+	return false
+}
+
+func hasKey(t schema.Table) bool {
+	for _, c := range t.Columns {
+		if c.Key {
+			return true
+		}
+	}
+	return false
+}
+
+func applyTextColumns(t *schema.Table, cols map[string]bool) error {
+	for name := range cols {
+		found := false
+		for i := range t.Columns {
+			if t.Columns[i].Name == name {
+				t.Columns[i].Text = true
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("--text-columns: table %s.%s has no column %q", t.Schema, t.Name, name)
+		}
+	}
+	return nil
+}
+
+func columnType(t schema.Table, name string) string {
+	for _, c := range t.Columns {
+		if c.Name == name {
+			return c.TypeName
+		}
+	}
+	return ""
+}
+
+// quotedList renders tables for a publication's table list.
+func quotedList(rels []*relation, appendOnly bool) string {
+	var parts []string
+	for _, rel := range rels {
+		if rel.ref.AppendOnly == appendOnly {
+			parts = append(parts, schema.QuotePG(rel.ref.Schema)+"."+schema.QuotePG(rel.ref.Name))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Tables resolves the tables Run would replicate, mapped for caps, without
+// changing anything in PostgreSQL (ferry verify uses it).
+func Tables(ctx context.Context, cfg Config, caps schema.Capabilities) ([]*schema.TableMap, error) {
+	r := &Replicator{cfg: cfg.withDefaults(), caps: caps}
+	r.log = r.cfg.Logger
+	conn, err := connect(ctx, r.cfg.ConnString)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	rels, err := r.resolve(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	tms := make([]*schema.TableMap, len(rels))
+	for i, rel := range rels {
+		tms[i] = rel.tm
+	}
+	return tms, nil
+}

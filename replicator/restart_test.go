@@ -1,0 +1,164 @@
+package replicator_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildFerry compiles the ferry binary once per test binary run.
+func buildFerry(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ferry")
+	cmd := exec.Command("go", "build", "-o", bin, "../cmd/ferry")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestKillMidBatch kills ferry with SIGKILL while it writes a large
+// transaction in many batches and while it streams small ones, restarts it
+// each time, and checks that nothing is lost or doubled.
+func TestKillMidBatch(t *testing.T) {
+	e := newEnv(t)
+	bin := buildFerry(t)
+	e.exec(`CREATE TABLE items (id bigint PRIMARY KEY, v int NOT NULL, pad text)`,
+		`INSERT INTO items SELECT g, 0, repeat('p', 100) FROM generate_series(1, 20000) g`)
+	args := []string{"run", "--pg", e.pgURL, "--ch", e.chURL, "--slot", e.slot, "--batch-rows", "2000", "--log-level", "warn"}
+	var stderr bytes.Buffer
+	start := func(extra ...string) *exec.Cmd {
+		cmd := exec.Command(bin, append(args, extra...)...)
+		cmd.Stdout, cmd.Stderr = &stderr, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	chCount := func() int {
+		rows := e.chStrings("SELECT toString(count()) FROM " + e.table("items"))
+		n, _ := strconv.Atoi(rows[0][0])
+		return n
+	}
+	kill := func(cmd *exec.Cmd) {
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+	}
+	waitFor := func(what string, cond func() bool) {
+		deadline := time.Now().Add(60 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; ferry said:\n%s", what, stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	tableExists := func() bool {
+		return len(e.chStrings("SELECT name FROM system.tables WHERE database = '"+e.db+"' AND name = 'items'")) == 1
+	}
+
+	// 1. Killed during the initial copy, after some batches landed.
+	cmd := start()
+	waitFor("the initial copy to begin", func() bool { return tableExists() && chCount() > 0 })
+	kill(cmd)
+
+	// 2. Killed while streaming one 200k-row transaction in 2000-row batches.
+	cmd = start()
+	waitFor("the initial copy to finish", func() bool { return chCount() >= 20000 })
+	e.exec(`UPDATE items SET v = v + 1`,
+		`INSERT INTO items SELECT g, 1, 'big' FROM generate_series(100001, 300000) g`)
+	waitFor("part of the big transaction", func() bool { return chCount() > 60000 })
+	kill(cmd)
+
+	// 3. Killed while small transactions stream.
+	cmd = start()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil && i < 3000; i++ {
+			if _, err := e.pg.Exec(context.Background(), `UPDATE items SET v = v + 1 WHERE id = $1`, int64(i%500+1)); err != nil {
+				t.Error(err)
+				return
+			}
+			if i == 1500 {
+				kill(cmd)
+				cmd = start()
+			}
+		}
+	}()
+	<-done
+	cancel()
+	kill(cmd)
+
+	// Restart and catch up: the end state must be PostgreSQL's, with every
+	// replayed row collapsed by its version.
+	catch := exec.Command(bin, append(args, "--catch-up")...)
+	if out, err := catch.CombinedOutput(); err != nil {
+		t.Fatalf("catch-up after kills: %v\n%s", err, out)
+	}
+	counts := e.verifyAll(e.config())
+	if counts["public.items"] != 220000 {
+		t.Errorf("items: %d rows, want 220000", counts["public.items"])
+	}
+	if t.Failed() {
+		os.Stderr.Write(stderr.Bytes())
+	}
+}
+
+// TestKillBeforeFlush kills ferry after PostgreSQL sent it a transaction but
+// before the batch holding it was due: the transaction must not have been
+// confirmed, so the restarted ferry receives and writes it.
+func TestKillBeforeFlush(t *testing.T) {
+	e := newEnv(t)
+	bin := buildFerry(t)
+	e.exec(`CREATE TABLE marks (id int PRIMARY KEY, v text)`, `INSERT INTO marks VALUES (0, 'seed')`)
+	args := []string{"run", "--pg", e.pgURL, "--ch", e.chURL, "--slot", e.slot, "--log-level", "warn"}
+	if out, err := exec.Command(bin, append(args, "--catch-up")...).CombinedOutput(); err != nil {
+		t.Fatalf("initial copy: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, append(args, "--batch-age", "10s")...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`INSERT INTO marks VALUES (1, 'sent but not flushed')`)
+	var after string
+	if err := e.pg.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var sent bool
+		err := e.pg.QueryRow(context.Background(), `SELECT coalesce(bool_or(r.sent_lsn >= $1::pg_lsn), false)
+			FROM pg_stat_replication r JOIN pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $2`, after, e.slot).Scan(&sent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sent {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("PostgreSQL did not send the transaction within 5 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // let ferry read it off the socket
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	if got := e.chStrings("SELECT v FROM " + e.table("marks") + " FINAL WHERE id = 1"); len(got) != 0 {
+		t.Fatalf("the row was flushed before its 10 s batch age: %v (the test needs it pending)", got)
+	}
+	if out, err := exec.Command(bin, append(args, "--catch-up")...).CombinedOutput(); err != nil {
+		t.Fatalf("catch-up after kill: %v\n%s", err, out)
+	}
+	sameRows(t, "marks", e.chStrings("SELECT toString(id), v FROM "+e.table("marks")+" FINAL WHERE _ferry_deleted = 0 ORDER BY id"),
+		[][]string{{"0", "seed"}, {"1", "sent but not flushed"}})
+}

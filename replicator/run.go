@@ -1,0 +1,201 @@
+package replicator
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+
+	"github.com/ferry-cdc/ferry/loader"
+	"github.com/ferry-cdc/ferry/schema"
+)
+
+// Replicator copies and then streams one database into a sink.
+type Replicator struct {
+	cfg   Config
+	sink  loader.Sink
+	store loader.SnapshotStore
+	caps  schema.Capabilities
+	log   *zap.Logger
+	// Retryable tells a transient sink error (retried with backoff) from a
+	// terminal one. Default: every error is terminal.
+	retryable func(error) bool
+}
+
+var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+// New returns a Replicator. caps are the destination's capabilities, which
+// decide the type mapping; retryable may be nil.
+func New(cfg Config, sink loader.Sink, store loader.SnapshotStore, caps schema.Capabilities, retryable func(error) bool) (*Replicator, error) {
+	cfg = cfg.withDefaults()
+	if cfg.ConnString == "" {
+		return nil, fmt.Errorf("no PostgreSQL URL: set --pg or FERRY_PG_URL")
+	}
+	if !slotName.MatchString(cfg.Slot) {
+		return nil, fmt.Errorf("slot name %q: PostgreSQL allows only lower-case letters, digits and underscores, at most 63", cfg.Slot)
+	}
+	return &Replicator{cfg: cfg, sink: sink, store: store, caps: caps,
+		log: cfg.Logger.With(zap.String("component", "replicator")), retryable: retryable}, nil
+}
+
+// Run copies the tables on a first start, then streams changes until ctx is
+// done (returning nil after a final flush) or, with Config.CatchUp, until
+// every transaction committed before Run started is stored.
+func (r *Replicator) Run(ctx context.Context) error {
+	conn, err := connect(ctx, r.cfg.ConnString)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	var target pglogrepl.LSN
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(lsnScanner{&target}); err != nil {
+		return fmt.Errorf("read current WAL position: %w", err)
+	}
+	if err := preflight(ctx, conn); err != nil {
+		return err
+	}
+	rels, err := r.resolve(ctx, conn)
+	if err != nil {
+		return err
+	}
+	tms := make([]*schema.TableMap, len(rels))
+	for i, rel := range rels {
+		tms[i] = rel.tm
+	}
+	if err := r.sink.Prepare(ctx, tms); err != nil {
+		return err
+	}
+	start, err := r.startPosition(ctx, conn, rels)
+	if err != nil {
+		return err
+	}
+	return r.stream(ctx, rels, start, target)
+}
+
+// startPosition returns where to stream from, doing the initial copy first
+// when no finished copy belongs to the slot.
+func (r *Replicator) startPosition(ctx context.Context, conn *pgx.Conn, rels []*relation) (pglogrepl.LSN, error) {
+	slot, err := readSlot(ctx, conn, r.cfg.Slot)
+	if err != nil {
+		return 0, err
+	}
+	state, err := r.store.SnapshotState(ctx, r.cfg.Slot)
+	if err != nil {
+		return 0, fmt.Errorf("read the initial copy's state: %w", err)
+	}
+	database := conn.Config().Database
+	if slot.exists {
+		if err := checkSlot(slot, r.cfg.Slot, database); err != nil {
+			return 0, err
+		}
+		if state.Done {
+			if err := r.ensurePublications(ctx, conn, rels, false); err != nil {
+				return 0, err
+			}
+			r.log.Info("resuming", zap.String("slot", r.cfg.Slot), zap.Stringer("confirmed_lsn", slot.confirmed))
+			return slot.confirmed, nil
+		}
+		r.log.Warn("the slot's initial copy did not finish: dropping the slot to copy again", zap.String("slot", r.cfg.Slot))
+		if err := dropSlot(ctx, conn, r.cfg.Slot); err != nil {
+			return 0, err
+		}
+	} else if state.Done {
+		r.log.Warn("the slot is gone but ClickHouse holds a finished copy: copying every table again", zap.String("slot", r.cfg.Slot))
+	}
+	if err := r.ensurePublications(ctx, conn, rels, true); err != nil {
+		return 0, err
+	}
+	return r.initialCopy(ctx, conn, rels)
+}
+
+// initialCopy creates the slot and copies every table under its snapshot.
+// If the copy fails, the slot is dropped, so no orphan slot holds WAL.
+func (r *Replicator) initialCopy(ctx context.Context, conn *pgx.Conn, rels []*relation) (pglogrepl.LSN, error) {
+	rconn, err := connectReplication(ctx, r.cfg.ConnString)
+	if err != nil {
+		return 0, err
+	}
+	res, err := createSlot(ctx, rconn, r.cfg.Slot)
+	if err != nil {
+		rconn.Close(context.Background())
+		return 0, err
+	}
+	lsn, err := pglogrepl.ParseLSN(res.ConsistentPoint)
+	if err == nil {
+		r.log.Info("created slot; copying tables", zap.String("slot", r.cfg.Slot), zap.Stringer("lsn", lsn), zap.Int("tables", len(rels)))
+		err = r.store.SetSnapshotState(ctx, r.cfg.Slot, loader.SnapshotState{LSN: res.ConsistentPoint})
+	}
+	if err == nil {
+		err = r.copyTables(ctx, res.SnapshotName, rels)
+	}
+	rconn.Close(context.Background())
+	if err == nil {
+		err = r.store.SetSnapshotState(ctx, r.cfg.Slot, loader.SnapshotState{LSN: res.ConsistentPoint, Done: true})
+	}
+	if err != nil {
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if derr := dropSlot(dctx, conn, r.cfg.Slot); derr != nil {
+			r.log.Error("could not drop the slot after a failed initial copy; drop it by hand", zap.String("slot", r.cfg.Slot), zap.Error(derr))
+		}
+		return 0, err
+	}
+	return lsn, nil
+}
+
+// stream follows the slot from start.
+func (r *Replicator) stream(ctx context.Context, rels []*relation, start, target pglogrepl.LSN) error {
+	rconn, err := connectReplication(ctx, r.cfg.ConnString)
+	if err != nil {
+		return err
+	}
+	defer rconn.Close(context.Background())
+	args := []string{"proto_version '1'", "publication_names " + quoteLiteral(pubsList(r.cfg.Publication, rels))}
+	if err := pglogrepl.StartReplication(ctx, rconn, r.cfg.Slot, start, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
+		return fmt.Errorf("start replication from slot %s: %w", r.cfg.Slot, err)
+	}
+	s := &stream{conn: rconn, cfg: r.cfg, log: r.log, sink: r.sink, retryable: r.retryable,
+		batch: loader.NewBatcher(r.sink, r.cfg.Batch.MaxRows, r.cfg.Batch.MaxBytes, r.cfg.Batch.MaxAge),
+		byOID: map[uint32]*relation{}, skipped: map[uint32]bool{},
+		lastEnd: start, acked: start, target: target}
+	for _, rel := range rels {
+		s.byOID[rel.ref.OID] = rel
+	}
+	if err := s.sendStatus(false); err != nil {
+		return err
+	}
+	r.log.Info("streaming", zap.String("slot", r.cfg.Slot), zap.Stringer("from", start), zap.Bool("catch_up", r.cfg.CatchUp))
+	if r.cfg.CatchUp && start >= target {
+		return nil
+	}
+	return s.loop(ctx)
+}
+
+// pubsList names the publications to stream, as pgoutput parses them (a
+// list of identifiers): the main one, and the insert-only one when a table
+// is replicated append-only.
+func pubsList(main string, rels []*relation) string {
+	var keyed, appendOnly bool
+	for _, rel := range rels {
+		keyed = keyed || !rel.ref.AppendOnly
+		appendOnly = appendOnly || rel.ref.AppendOnly
+	}
+	var names []string
+	if keyed {
+		names = append(names, schema.QuotePG(main))
+	}
+	if appendOnly {
+		names = append(names, schema.QuotePG(main+"_append"))
+	}
+	return strings.Join(names, ",")
+}
+
+// lsnScanner scans a pg_lsn's text form.
+type lsnScanner struct{ lsn *pglogrepl.LSN }
+
+func (s lsnScanner) Scan(src any) error { return s.lsn.Scan(src) }

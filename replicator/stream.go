@@ -1,0 +1,235 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"go.uber.org/zap"
+
+	"github.com/ferry-cdc/ferry/loader"
+)
+
+// stream follows the slot and feeds the batcher. Its state is only touched
+// by the goroutine running loop.
+type stream struct {
+	conn      *pgconn.PgConn
+	cfg       Config
+	log       *zap.Logger
+	batch     *loader.Batcher
+	sink      loader.Sink
+	retryable func(error) bool
+
+	byOID   map[uint32]*relation // the tables ferry replicates
+	skipped map[uint32]bool      // relations of the publication ferry was not asked for
+
+	inTx     bool
+	lastEnd  pglogrepl.LSN // end of the last transaction fully received
+	acked    pglogrepl.LSN // last position confirmed to PostgreSQL
+	target   pglogrepl.LSN // catch-up: stop once everything before it is stored
+	serverAt pglogrepl.LSN // server's WAL end as last reported
+
+	nextStatus time.Time
+	rows       uint64
+}
+
+// errCaughtUp ends loop in catch-up mode.
+var errCaughtUp = errors.New("caught up")
+
+// loop receives until ctx is done, the catch-up target is stored, or an
+// error. On a cancelled ctx it flushes and confirms what it has, and
+// returns nil.
+func (s *stream) loop(ctx context.Context) error {
+	for {
+		if ctx.Err() != nil {
+			return s.shutdown()
+		}
+		err := s.receive(ctx)
+		switch {
+		case errors.Is(err, errCaughtUp):
+			s.log.Info("caught up", zap.Stringer("confirmed_lsn", s.acked), zap.Uint64("rows", s.rows))
+			return nil
+		case err != nil && ctx.Err() != nil:
+			return s.shutdown()
+		case err != nil:
+			return err
+		}
+		if s.batch.Full() || s.batch.Due(time.Now()) {
+			if err := s.flush(ctx); err != nil {
+				return err
+			}
+		}
+		if !time.Now().Before(s.nextStatus) {
+			if err := s.sendStatus(false); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// receive waits for one message, or until a flush or status update is due.
+func (s *stream) receive(ctx context.Context) error {
+	deadline := s.nextStatus
+	if d := s.batch.Deadline(); !d.IsZero() && d.Before(deadline) {
+		deadline = d
+	}
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	msg, err := s.conn.ReceiveMessage(rctx)
+	cancel()
+	if err != nil {
+		if pgconn.Timeout(err) && ctx.Err() == nil {
+			return s.idle()
+		}
+		return fmt.Errorf("receive from slot %s: %w", s.cfg.Slot, err)
+	}
+	switch msg := msg.(type) {
+	case *pgproto3.CopyData:
+		return s.copyData(ctx, msg.Data)
+	case *pgproto3.ErrorResponse:
+		return fmt.Errorf("slot %s: %w", s.cfg.Slot, pgconn.ErrorResponseToPgError(msg))
+	default:
+		return fmt.Errorf("slot %s: unexpected message %T", s.cfg.Slot, msg)
+	}
+}
+
+// idle runs when nothing arrived before the deadline. In catch-up mode it
+// asks the server where its WAL ends, so that a quiet database still lets
+// the command finish.
+func (s *stream) idle() error {
+	if s.cfg.CatchUp && !s.inTx && s.batch.Len() == 0 {
+		return s.sendStatus(true)
+	}
+	return nil
+}
+
+func (s *stream) copyData(ctx context.Context, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("slot %s: parse keepalive: %w", s.cfg.Slot, err)
+		}
+		return s.keepalive(ctx, ka)
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("slot %s: parse WAL data: %w", s.cfg.Slot, err)
+		}
+		s.serverAt = max(s.serverAt, xld.ServerWALEnd)
+		return s.walData(ctx, xld)
+	}
+	return nil
+}
+
+// keepalive answers the server and, between transactions with nothing
+// pending, moves the confirmed position to the server's WAL end: every
+// transaction that committed before it has already arrived and is stored,
+// so an idle database's slot does not hold WAL back.
+func (s *stream) keepalive(ctx context.Context, ka pglogrepl.PrimaryKeepaliveMessage) error {
+	s.serverAt = max(s.serverAt, ka.ServerWALEnd)
+	if !s.inTx && s.batch.Len() == 0 && ka.ServerWALEnd > s.lastEnd {
+		s.lastEnd = ka.ServerWALEnd
+	}
+	if s.cfg.CatchUp && !s.inTx && s.lastEnd >= s.target {
+		if err := s.flush(ctx); err != nil {
+			return err
+		}
+		if s.acked >= s.target {
+			return errCaughtUp
+		}
+	}
+	if ka.ReplyRequested {
+		return s.sendStatus(false)
+	}
+	return nil
+}
+
+// flush writes every pending row, retrying retryable errors with backoff
+// while it keeps the connection to PostgreSQL alive, then confirms the end
+// of the last complete transaction.
+func (s *stream) flush(ctx context.Context) error {
+	if s.batch.Len() > 0 {
+		n := s.batch.Len()
+		start := time.Now()
+		if err := s.flushWithRetry(ctx); err != nil {
+			return err
+		}
+		s.log.Debug("flushed", zap.Int("rows", n), zap.Duration("took", time.Since(start)))
+	}
+	if s.lastEnd > s.acked {
+		s.acked = s.lastEnd
+		return s.sendStatus(false)
+	}
+	return nil
+}
+
+func (s *stream) flushWithRetry(ctx context.Context) error {
+	wait := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := s.batch.Flush(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || s.retryable == nil || !s.retryable(err) {
+			return fmt.Errorf("write to destination: %w", err)
+		}
+		s.log.Warn("write failed, retrying", zap.Int("attempt", attempt), zap.Duration("in", wait), zap.Error(err))
+		if err := s.sleep(ctx, wait); err != nil {
+			return err
+		}
+		wait = min(wait*2, 30*time.Second)
+	}
+}
+
+// sleep waits d, answering the server meanwhile so wal_sender_timeout does
+// not end the connection while the destination is down.
+func (s *stream) sleep(ctx context.Context, d time.Duration) error {
+	until := time.Now().Add(d)
+	for time.Now().Before(until) {
+		if err := s.sendStatus(false); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(time.Until(until), s.cfg.StandbyInterval)):
+		}
+	}
+	return nil
+}
+
+// sendStatus confirms s.acked: PostgreSQL may recycle WAL before it and
+// will not send again what came before it.
+func (s *stream) sendStatus(replyRequested bool) error {
+	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: s.acked,
+		WALFlushPosition: s.acked,
+		WALApplyPosition: s.acked,
+		ReplyRequested:   replyRequested,
+	})
+	if err != nil {
+		return fmt.Errorf("slot %s: send status update: %w", s.cfg.Slot, err)
+	}
+	s.nextStatus = time.Now().Add(s.cfg.StandbyInterval)
+	return nil
+}
+
+// shutdown flushes and confirms on the way out of a cancelled run.
+func (s *stream) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A transaction cut in half is not confirmed, so its rows may be
+	// written: PostgreSQL sends the whole transaction again next time.
+	if err := s.flush(ctx); err != nil {
+		return fmt.Errorf("flush on shutdown: %w", err)
+	}
+	s.log.Info("stopped", zap.Stringer("confirmed_lsn", s.acked), zap.Uint64("rows", s.rows))
+	return nil
+}
