@@ -130,26 +130,7 @@ func TestKillBeforeFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.exec(`INSERT INTO marks VALUES (1, 'sent but not flushed')`)
-	var after string
-	if err := e.pg.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&after); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var sent bool
-		err := e.pg.QueryRow(context.Background(), `SELECT coalesce(bool_or(r.sent_lsn >= $1::pg_lsn), false)
-			FROM pg_stat_replication r JOIN pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $2`, after, e.slot).Scan(&sent)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sent {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("PostgreSQL did not send the transaction within 5 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	e.waitSent()
 	time.Sleep(200 * time.Millisecond) // let ferry read it off the socket
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
@@ -161,4 +142,66 @@ func TestKillBeforeFlush(t *testing.T) {
 	}
 	sameRows(t, "marks", e.chStrings("SELECT toString(id), v FROM "+e.table("marks")+" FINAL WHERE _ferry_deleted = 0 ORDER BY id"),
 		[][]string{{"0", "seed"}, {"1", "sent but not flushed"}})
+}
+
+// waitSent waits until PostgreSQL has sent the env's slot everything
+// written so far.
+func (e *env) waitSent() {
+	e.t.Helper()
+	var after string
+	if err := e.pg.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&after); err != nil {
+		e.t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var sent bool
+		err := e.pg.QueryRow(context.Background(), `SELECT coalesce(bool_or(r.sent_lsn >= $1::pg_lsn), false)
+			FROM pg_stat_replication r JOIN pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = $2`, after, e.slot).Scan(&sent)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if sent {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatal("PostgreSQL did not send the slot its changes within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSigtermFlushes stops ferry with SIGTERM while a row waits in a batch:
+// ferry must write it, confirm it, and exit 0.
+func TestSigtermFlushes(t *testing.T) {
+	e := newEnv(t)
+	bin := buildFerry(t)
+	e.exec(`CREATE TABLE marks (id int PRIMARY KEY, v text)`)
+	args := []string{"run", "--pg", e.pgURL, "--ch", e.chURL, "--slot", e.slot, "--log-level", "warn"}
+	if out, err := exec.Command(bin, append(args, "--catch-up")...).CombinedOutput(); err != nil {
+		t.Fatalf("initial copy: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, append(args, "--batch-age", "1m")...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`INSERT INTO marks VALUES (1, 'pending at SIGTERM')`)
+	e.waitSent()
+	time.Sleep(200 * time.Millisecond)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("ferry exited with %v after SIGTERM:\n%s", err, out.String())
+	}
+	sameRows(t, "marks", e.chStrings("SELECT toString(id), v FROM "+e.table("marks")+" FINAL WHERE _ferry_deleted = 0"),
+		[][]string{{"1", "pending at SIGTERM"}})
+	var pending bool
+	if err := e.pg.QueryRow(context.Background(), `SELECT confirmed_flush_lsn < pg_current_wal_lsn() - 0 AND EXISTS (
+		SELECT 1 FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', 'ferry'))
+		FROM pg_replication_slots WHERE slot_name = $1`, e.slot).Scan(&pending); err != nil {
+		t.Fatal(err)
+	}
+	if pending {
+		t.Error("the slot still holds changes ferry wrote before it exited: they were not confirmed")
+	}
 }

@@ -59,6 +59,9 @@ func (r *Replicator) Run(ctx context.Context) error {
 	if err := preflight(ctx, conn); err != nil {
 		return err
 	}
+	if err := r.capStandbyInterval(ctx, conn); err != nil {
+		return err
+	}
 	rels, err := r.resolve(ctx, conn)
 	if err != nil {
 		return err
@@ -75,6 +78,20 @@ func (r *Replicator) Run(ctx context.Context) error {
 		return err
 	}
 	return r.stream(ctx, rels, start, target)
+}
+
+// capStandbyInterval keeps status updates well inside wal_sender_timeout,
+// after which PostgreSQL ends a connection it has not heard from.
+func (r *Replicator) capStandbyInterval(ctx context.Context, conn *pgx.Conn) error {
+	var ms int64
+	err := conn.QueryRow(ctx, `SELECT setting::bigint * CASE unit WHEN 's' THEN 1000 ELSE 1 END FROM pg_settings WHERE name = 'wal_sender_timeout'`).Scan(&ms)
+	if err != nil {
+		return fmt.Errorf("read wal_sender_timeout: %w", err)
+	}
+	if limit := time.Duration(ms) * time.Millisecond * 3 / 4; ms > 0 && r.cfg.StandbyInterval > limit {
+		r.cfg.StandbyInterval = limit
+	}
+	return nil
 }
 
 // startPosition returns where to stream from, doing the initial copy first
