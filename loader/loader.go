@@ -27,7 +27,10 @@ type Row struct {
 	Version uint64
 	// Seq tells apart rows of an append-only table that share a Version
 	// (snapshot rows, which all have Version 0). Unused for keyed tables.
-	Seq     uint64
+	Seq uint64
+	// RowKey identifies a row of a FullRow table (schema.Table.FullRow): a
+	// hash of schema.AppendEncoded of all its values. Unused for other tables.
+	RowKey  string
 	Deleted bool
 }
 

@@ -79,8 +79,7 @@ func (s *stream) insert(m *pglogrepl.InsertMessage, version uint64) error {
 	if err != nil {
 		return err
 	}
-	s.add(rel, loader.Row{Values: vals, Version: version}, size)
-	return nil
+	return s.add(rel, loader.Row{Values: vals, Version: version}, size)
 }
 
 func (s *stream) update(m *pglogrepl.UpdateMessage, version uint64) error {
@@ -92,19 +91,53 @@ func (s *stream) update(m *pglogrepl.UpdateMessage, version uint64) error {
 	if m.OldTupleType == pglogrepl.UpdateMessageTupleTypeOld {
 		old = m.OldTuple
 	}
+	if rel.tm.Source.FullRow {
+		return s.updateFullRow(rel, old, m.NewTuple, version)
+	}
 	if m.OldTuple != nil && !rel.tm.Source.AppendOnly && rel.keyChanged(m.OldTuple, m.NewTuple) {
 		gone, err := rel.keyValues(m.OldTuple)
 		if err != nil {
 			return err
 		}
-		s.add(rel, loader.Row{Values: gone, Version: version, Deleted: true}, 0)
+		if err := s.add(rel, loader.Row{Values: gone, Version: version, Deleted: true}, 0); err != nil {
+			return err
+		}
 	}
 	vals, size, err := rel.values(m.NewTuple, old)
 	if err != nil {
 		return err
 	}
-	s.add(rel, loader.Row{Values: vals, Version: version}, size)
-	return nil
+	return s.add(rel, loader.Row{Values: vals, Version: version}, size)
+}
+
+// updateFullRow handles a table identified by its whole row: unless the
+// update changed nothing, it deletes the old row's key and writes the new.
+func (s *stream) updateFullRow(rel *relation, old, new *pglogrepl.TupleData, version uint64) error {
+	if old == nil {
+		return fmt.Errorf("table %s: an update came without the old row that REPLICA IDENTITY FULL sends", rel.ref)
+	}
+	oldVals, _, err := rel.values(old, nil)
+	if err != nil {
+		return err
+	}
+	newVals, size, err := rel.values(new, old)
+	if err != nil {
+		return err
+	}
+	gone := loader.Row{Values: oldVals, Version: version, Deleted: true}
+	row := loader.Row{Values: newVals, Version: version}
+	if err := rel.setRowKey(&gone); err != nil {
+		return err
+	}
+	if err := rel.setRowKey(&row); err != nil {
+		return err
+	}
+	if gone.RowKey != row.RowKey {
+		if err := s.add(rel, gone, 0); err != nil {
+			return err
+		}
+	}
+	return s.add(rel, row, size)
 }
 
 func (s *stream) delete(m *pglogrepl.DeleteMessage, version uint64) error {
@@ -112,12 +145,18 @@ func (s *stream) delete(m *pglogrepl.DeleteMessage, version uint64) error {
 	if !ok || rel.tm.Source.AppendOnly {
 		return nil
 	}
+	if rel.tm.Source.FullRow {
+		vals, _, err := rel.values(m.OldTuple, nil)
+		if err != nil {
+			return err
+		}
+		return s.add(rel, loader.Row{Values: vals, Version: version, Deleted: true}, 0)
+	}
 	vals, err := rel.keyValues(m.OldTuple)
 	if err != nil {
 		return err
 	}
-	s.add(rel, loader.Row{Values: vals, Version: version, Deleted: true}, 0)
-	return nil
+	return s.add(rel, loader.Row{Values: vals, Version: version, Deleted: true}, 0)
 }
 
 // truncate writes what came before it, then empties the tables. Replayed
@@ -145,7 +184,12 @@ func (s *stream) relation(oid uint32) (*relation, bool) {
 	return rel, rel != nil
 }
 
-func (s *stream) add(rel *relation, row loader.Row, size int) {
+// add queues a row, first encoding the key of a FullRow table's row.
+func (s *stream) add(rel *relation, row loader.Row, size int) error {
+	if err := rel.setRowKey(&row); err != nil {
+		return err
+	}
 	s.batch.Add(rel.tm, row, size+16*len(row.Values))
 	s.rows++
+	return nil
 }

@@ -2,6 +2,8 @@ package replicator
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -84,6 +86,28 @@ func (r *relation) keyValues(tuple *pglogrepl.TupleData) ([]any, error) {
 		vals[k] = v
 	}
 	return vals, nil
+}
+
+// setRowKey sets a FullRow table's row key: a hash of all its values,
+// encoded with schema.AppendEncoded. Other tables' rows are left alone. It
+// is idempotent.
+func (r *relation) setRowKey(row *loader.Row) error {
+	if !r.tm.Source.FullRow || row.RowKey != "" {
+		return nil
+	}
+	var buf []byte
+	for i, v := range row.Values {
+		if v == loader.Unchanged {
+			return fmt.Errorf("table %s: column %q came as an unchanged TOAST value without the old row's value, "+
+				"so the row cannot be identified: add a primary key to the table", r.ref, r.tm.Columns[i].Name)
+		}
+		buf = schema.AppendEncoded(buf, v)
+	}
+	// A hash keeps the sorting key short whatever the row holds; 128 bits
+	// make a collision between two rows of one table beyond reach.
+	sum := sha256.Sum256(buf)
+	row.RowKey = hex.EncodeToString(sum[:16])
+	return nil
 }
 
 // keyChanged reports whether an update moved the row to another key.

@@ -146,3 +146,29 @@ func TestNoReplicaIdentity(t *testing.T) {
 		t.Error("nokey was added to the publication")
 	}
 }
+
+// TestFullIdentityWithoutKey replicates a table that has REPLICA IDENTITY
+// FULL and no key: rows are identified by all their columns.
+func TestFullIdentityWithoutKey(t *testing.T) {
+	e := newEnv(t)
+	big := `(SELECT string_agg(md5(g::text), '') FROM generate_series(1, 3200) g)`
+	e.exec(`CREATE TABLE readings (sensor text, at timestamptz, value double precision, note text)`,
+		`ALTER TABLE readings REPLICA IDENTITY FULL`,
+		`ALTER TABLE readings ALTER COLUMN note SET STORAGE EXTERNAL`,
+		`INSERT INTO readings SELECT 's' || (g % 5), '2024-01-01'::timestamptz + g * interval '1 minute', g, NULL FROM generate_series(1, 200) g`,
+		`INSERT INTO readings VALUES (NULL, NULL, NULL, `+big+`)`)
+	cfg := e.config()
+	e.mustCatchUp(cfg)
+	e.exec(`UPDATE readings SET value = value * 2 WHERE sensor = 's1'`,
+		`UPDATE readings SET note = 'checked' WHERE value < 20`,
+		`DELETE FROM readings WHERE sensor = 's2'`,
+		`UPDATE readings SET value = value WHERE sensor = 's3'`, // changes nothing
+		`UPDATE readings SET sensor = 'toasted' WHERE sensor IS NULL`, // note stays TOASTed and unchanged
+		`INSERT INTO readings VALUES ('s9', NULL, 'NaN', 'new')`)
+	e.mustCatchUp(cfg)
+	if n := e.verifyAll(cfg)["public.readings"]; n != 162 {
+		t.Errorf("readings: %d rows, want 162", n)
+	}
+	sameRows(t, "toasted row", e.chStrings("SELECT sensor, toString(length(note)) FROM "+e.table("readings")+" FINAL WHERE _ferry_deleted = 0 AND sensor = 'toasted'"),
+		[][]string{{"toasted", "102400"}})
+}

@@ -38,9 +38,11 @@ func (r *Replicator) resolve(ctx context.Context, conn *pgx.Conn) ([]*relation, 
 			noIdentity = append(noIdentity, ref.String())
 			continue
 		}
-		if d.ident == 'f' && !hasKey(d.table) {
-			noIdentity = append(noIdentity, ref.String()+" (REPLICA IDENTITY FULL without a primary key)")
-			continue
+		if d.ident == 'f' && !hasKey(d.table) && !ref.AppendOnly {
+			d.table.FullRow = true
+			r.log.Warn("table has REPLICA IDENTITY FULL but no primary key or unique index: ClickHouse identifies its rows by all their columns, "+
+				"so rows equal in every column are kept once there (ferry verify will show it); add a primary key to copy it exactly",
+				zap.Stringer("table", ref))
 		}
 		if err := applyTextColumns(&d.table, textCols[ref.String()]); err != nil {
 			return nil, err
@@ -143,7 +145,7 @@ func canSelect(ctx context.Context, conn *pgx.Conn, ref tableRef) error {
 func hasIdentity(d described) bool {
 	switch d.ident {
 	case 'f':
-		return true
+		return true // with a key, or identified by the whole row (FullRow)
 	case 'd', 'i':
 		return hasKey(d.table)
 	}

@@ -54,7 +54,11 @@ func (r *Replicator) copyTable(ctx context.Context, conn *pgx.Conn, rel *relatio
 			return err
 		}
 		rows++
-		batch.Add(rel.tm, loader.Row{Values: vals, Seq: rows}, size)
+		row := loader.Row{Values: vals, Seq: rows}
+		if err := rel.setRowKey(&row); err != nil {
+			return err
+		}
+		batch.Add(rel.tm, row, size)
 		if batch.Full() {
 			return batch.Flush(ctx)
 		}

@@ -4,9 +4,10 @@ import "strings"
 
 // CreateTableDDL is the one CREATE TABLE IF NOT EXISTS statement (no
 // trailing semicolon) of the table in the given ClickHouse database: the
-// columns in source order, then ferry's own columns (SeqColumn last), a
-// ReplacingMergeTree engine versioned by VersionColumn, and the key as
-// ORDER BY ((VersionColumn, SeqColumn) for append-only tables).
+// columns in source order, then ferry's own columns, a ReplacingMergeTree
+// engine versioned by VersionColumn, and the key as ORDER BY
+// ((VersionColumn, SeqColumn) for append-only tables, RowKeyColumn for
+// FullRow tables).
 func (m *TableMap) CreateTableDDL(database string) string {
 	defs := make([]string, 0, len(m.Columns)+4)
 	for _, c := range m.Columns {
@@ -16,8 +17,11 @@ func (m *TableMap) CreateTableDDL(database string) string {
 		QuoteCH(VersionColumn)+" UInt64",
 		QuoteCH(DeletedColumn)+" UInt8",
 		QuoteCH(SyncedAtColumn)+" DateTime DEFAULT now()")
-	if m.Source.AppendOnly {
+	switch {
+	case m.Source.AppendOnly:
 		defs = append(defs, QuoteCH(SeqColumn)+" UInt64")
+	case m.Source.FullRow:
+		defs = append(defs, QuoteCH(RowKeyColumn)+" String")
 	}
 	var b strings.Builder
 	b.WriteString("CREATE TABLE IF NOT EXISTS " + QuoteCH(database) + "." + QuoteCH(m.Name) + " (\n    ")
@@ -38,8 +42,11 @@ func (m *TableMap) engine() string {
 
 // orderBy lists the quoted sorting key columns.
 func (m *TableMap) orderBy() []string {
-	if m.Source.AppendOnly || len(m.Key) == 0 {
+	switch {
+	case m.Source.AppendOnly:
 		return []string{QuoteCH(VersionColumn), QuoteCH(SeqColumn)}
+	case m.Source.FullRow:
+		return []string{QuoteCH(RowKeyColumn)}
 	}
 	cols := make([]string, 0, len(m.Key))
 	for _, i := range m.Key {
@@ -51,15 +58,15 @@ func (m *TableMap) orderBy() []string {
 // InsertSQL is "INSERT INTO db.t (columns...)" with an explicit column list
 // and no VALUES clause, as clickhouse-go's PrepareBatch takes it. A row's
 // values go in this order: one per column, the version (uint64), the
-// deleted flag (uint8) and, for append-only tables, the seq (uint64).
+// deleted flag (uint8) and, for append-only tables, the seq (uint64) or,
+// for FullRow tables, the row key (string): see MetaColumns.
 func (m *TableMap) InsertSQL(database string) string {
 	cols := make([]string, 0, len(m.Columns)+3)
 	for _, c := range m.Columns {
 		cols = append(cols, QuoteCH(c.Name))
 	}
-	cols = append(cols, QuoteCH(VersionColumn), QuoteCH(DeletedColumn))
-	if m.Source.AppendOnly {
-		cols = append(cols, QuoteCH(SeqColumn))
+	for _, c := range m.MetaColumns() {
+		cols = append(cols, QuoteCH(c))
 	}
 	return "INSERT INTO " + QuoteCH(database) + "." + QuoteCH(m.Name) + " (" + strings.Join(cols, ", ") + ")"
 }

@@ -77,6 +77,7 @@ func TestGolden(t *testing.T) {
 		{"old.golden", everyType(), CapabilitiesFor(18, 16)},
 		{"append_only.golden", appendOnlyTable(), CapabilitiesFor(24, 8)},
 		{"append_only_old.golden", appendOnlyTable(), CapabilitiesFor(18, 16)},
+		{"full_row.golden", fullRowTable(), CapabilitiesFor(24, 8)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -134,4 +135,12 @@ func TestDDLShape(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fullRowTable has REPLICA IDENTITY FULL and no key.
+func fullRowTable() Table {
+	return Table{Schema: "public", Name: "readings", FullRow: true, Columns: []Column{
+		{Name: "sensor", TypeOID: 25, TypeMod: -1, TypeName: "text"},
+		{Name: "value", TypeOID: 701, TypeMod: -1, TypeName: "double precision"},
+	}}
 }

@@ -67,11 +67,11 @@ func Map(t Table, caps Capabilities) (*TableMap, error) {
 	m := &TableMap{Source: t, Name: CHTableName(t.Schema, t.Name), Caps: caps}
 	for i, col := range t.Columns {
 		m.Columns = append(m.Columns, mapColumn(t, col, caps))
-		if col.Key && !t.AppendOnly {
+		if col.Key && !t.AppendOnly && !t.FullRow {
 			m.Key = append(m.Key, i)
 		}
 	}
-	if len(m.Key) == 0 && !t.AppendOnly {
+	if len(m.Key) == 0 && !t.AppendOnly && !t.FullRow {
 		return nil, fmt.Errorf("table %s has no key column; fix: add a primary key, "+
 			"set REPLICA IDENTITY USING INDEX or FULL, or replicate it with --append-only %s.%s",
 			t.QualifiedName(), t.Schema, t.Name)

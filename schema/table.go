@@ -25,6 +25,11 @@ type Table struct {
 	// AppendOnly tables are replicated insert-only (no key needed); ClickHouse
 	// deduplicates their rows by WAL position.
 	AppendOnly bool
+	// FullRow tables have REPLICA IDENTITY FULL and no primary key or unique
+	// index: a row is identified by all its columns, which ClickHouse gets as
+	// one encoded key column (RowKeyColumn). Rows equal in every column are
+	// one row in ClickHouse.
+	FullRow bool
 }
 
 // QualifiedName is the table's PostgreSQL name, quoted for SQL.

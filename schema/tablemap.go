@@ -6,7 +6,22 @@ const (
 	DeletedColumn  = "_ferry_deleted"   // UInt8: 1 when the row was deleted
 	SyncedAtColumn = "_ferry_synced_at" // DateTime DEFAULT now(): when ferry wrote the row
 	SeqColumn      = "_ferry_seq"       // UInt64, append-only tables only: tells snapshot rows apart
+	RowKeyColumn   = "_ferry_row_key"   // String, FullRow tables only: a hash of the whole row's encoding (see AppendEncoded)
 )
+
+// MetaColumns are ferry's own columns of an INSERT, in order after the
+// source columns: the version, the deleted flag, and the row key of a
+// FullRow table or the sequence of an append-only one.
+func (m *TableMap) MetaColumns() []string {
+	cols := []string{VersionColumn, DeletedColumn}
+	switch {
+	case m.Source.AppendOnly:
+		cols = append(cols, SeqColumn)
+	case m.Source.FullRow:
+		cols = append(cols, RowKeyColumn)
+	}
+	return cols
+}
 
 // TableMap is a PostgreSQL table mapped onto one ClickHouse server.
 type TableMap struct {

@@ -277,3 +277,13 @@ func appendPadded(b []byte, n, width int) []byte {
 	}
 	return append(b, s...)
 }
+
+// AppendEncoded appends v's Canonical form to buf, prefixed with its length,
+// so that a run of encoded values can be split only one way: two rows
+// encode alike exactly when their values are canonically equal.
+func AppendEncoded(buf []byte, v any) []byte {
+	c := Canonical(v)
+	buf = strconv.AppendInt(buf, int64(len(c)), 10)
+	buf = append(buf, ':')
+	return append(buf, c...)
+}

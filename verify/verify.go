@@ -129,22 +129,14 @@ func (h *hasher) sums(ctx context.Context, tm *schema.TableMap, scan Scanner, ro
 // row encodes the row canonically into buf and returns its bucket.
 func (h *hasher) row(buf []byte, values []any) ([]byte, int) {
 	for _, i := range h.key {
-		buf = appendValue(buf, values[i])
+		buf = schema.AppendEncoded(buf, values[i])
 	}
 	b := int(maphash.Bytes(h.seed, buf) % uint64(h.buckets))
 	buf = append(buf, '|')
 	for _, v := range values {
-		buf = appendValue(buf, v)
+		buf = schema.AppendEncoded(buf, v)
 	}
 	return buf, b
-}
-
-// appendValue length-prefixes each value, so no value can run into the next.
-func appendValue(buf []byte, v any) []byte {
-	c := schema.Canonical(v)
-	buf = strconv.AppendInt(buf, int64(len(c)), 10)
-	buf = append(buf, ':')
-	return append(buf, c...)
 }
 
 // diff collects the rows of the differing buckets on both sides and names

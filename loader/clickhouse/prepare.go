@@ -74,10 +74,8 @@ func wantColumns(tm *schema.TableMap) map[string]string {
 	for _, c := range tm.Columns {
 		want[c.Name] = c.Type
 	}
-	want[schema.VersionColumn] = ""
-	want[schema.DeletedColumn] = ""
-	if tm.Source.AppendOnly {
-		want[schema.SeqColumn] = ""
+	for _, c := range tm.MetaColumns() {
+		want[c] = ""
 	}
 	return want
 }

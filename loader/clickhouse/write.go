@@ -88,11 +88,7 @@ func insertColumns(tm *schema.TableMap) []string {
 	for _, c := range tm.Columns {
 		names = append(names, c.Name)
 	}
-	names = append(names, schema.VersionColumn, schema.DeletedColumn)
-	if tm.Source.AppendOnly {
-		names = append(names, schema.SeqColumn)
-	}
-	return names
+	return append(names, tm.MetaColumns()...)
 }
 
 func (s *Sink) insert(ctx context.Context, tm *schema.TableMap, rows []loader.Row) error {
@@ -154,13 +150,22 @@ func appendRows(batch driver.Batch, tm *schema.TableMap, rows []loader.Row) erro
 	if err := batch.Column(n + 1).Append(deleted); err != nil {
 		return fmt.Errorf("column %s: %w", schema.DeletedColumn, err)
 	}
-	if tm.Source.AppendOnly {
+	switch {
+	case tm.Source.AppendOnly:
 		seq := make([]uint64, len(rows))
 		for i := range rows {
 			seq[i] = rows[i].Seq
 		}
 		if err := batch.Column(n + 2).Append(seq); err != nil {
 			return fmt.Errorf("column %s: %w", schema.SeqColumn, err)
+		}
+	case tm.Source.FullRow:
+		keys := make([]string, len(rows))
+		for i := range rows {
+			keys[i] = rows[i].RowKey
+		}
+		if err := batch.Column(n + 2).Append(keys); err != nil {
+			return fmt.Errorf("column %s: %w", schema.RowKeyColumn, err)
 		}
 	}
 	return nil
