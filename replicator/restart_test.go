@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ferry-cdc/ferry/replicator"
 )
 
 // buildFerry compiles the ferry binary once per test binary run.
@@ -203,5 +205,50 @@ func TestSigtermFlushes(t *testing.T) {
 	}
 	if pending {
 		t.Error("the slot still holds changes ferry wrote before it exited: they were not confirmed")
+	}
+}
+
+// TestIdleSlotAdvances checks that a slot whose tables get no writes still
+// moves forward while other databases write, so it does not hold WAL back.
+func TestIdleSlotAdvances(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE quiet (id int PRIMARY KEY)`)
+	cfg := e.config()
+	cfg.StandbyInterval = 200 * time.Millisecond
+	e.mustCatchUp(cfg)
+	s := e.sink()
+	r, err := replicator.New(cfg, s, s, s.Capabilities(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	var start string
+	if err := e.pg.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, e.slot).Scan(&start); err != nil {
+		t.Fatal(err)
+	}
+	// WAL written elsewhere: a table outside the publication.
+	e.exec(`CREATE TABLE noise (v text)`)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		e.exec(`INSERT INTO noise SELECT repeat('x', 1000) FROM generate_series(1, 100)`)
+		var moved bool
+		if err := e.pg.QueryRow(ctx, `SELECT confirmed_flush_lsn > $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`, e.slot, start).Scan(&moved); err != nil {
+			t.Fatal(err)
+		}
+		if moved {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slot's confirmed position did not move in 20 s although WAL was written")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

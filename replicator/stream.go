@@ -163,11 +163,21 @@ func (s *stream) flush(ctx context.Context) error {
 		}
 		s.log.Debug("flushed", zap.Int("rows", n), zap.Duration("took", time.Since(start)))
 	}
-	if s.lastEnd > s.acked {
-		s.acked = s.lastEnd
+	if s.advance() {
 		return s.sendStatus(false)
 	}
 	return nil
+}
+
+// advance moves the confirmed position to the end of the last complete
+// transaction when nothing received is still only in memory, and reports
+// whether it moved.
+func (s *stream) advance() bool {
+	if s.batch.Len() > 0 || s.lastEnd <= s.acked {
+		return false
+	}
+	s.acked = s.lastEnd
+	return true
 }
 
 func (s *stream) flushWithRetry(ctx context.Context) error {
@@ -205,9 +215,11 @@ func (s *stream) sleep(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// sendStatus confirms s.acked: PostgreSQL may recycle WAL before it and
-// will not send again what came before it.
+// sendStatus confirms s.acked (advanced first, where it can be):
+// PostgreSQL may recycle WAL before it and will not send again what came
+// before it.
 func (s *stream) sendStatus(replyRequested bool) error {
+	s.advance()
 	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), s.conn, pglogrepl.StandbyStatusUpdate{
 		WALWritePosition: s.acked,
 		WALFlushPosition: s.acked,
