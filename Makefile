@@ -7,7 +7,7 @@ BIN     := bin/ferry
 STACK   := deploy/stack.sh
 GOFILES_CMD := find . -name '*.go' -not -path './.stack/*' -not -path './bin/*' -not -path './vendor/*' -print0
 
-.PHONY: build stack-up stack-down stack-status test fmt fmt-check vet demo clean
+.PHONY: build stack-up stack-down stack-status test fmt fmt-check vet demo measure clean
 
 ## build: compile bin/ferry
 build:
@@ -46,6 +46,10 @@ test: stack-up fmt-check
 ## demo: build, start the stack and run the demo
 demo:
 	bash deploy/demo.sh
+
+## measure: build, start the stack and benchmark catch-up and initial load (RUNS=3; raw timings in .stack/measure/)
+measure: build stack-up
+	bash deploy/measure-core.sh
 
 ## clean: remove build output (the stack's data stays; use stack-down first)
 clean:
