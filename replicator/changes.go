@@ -39,6 +39,7 @@ func (s *stream) walData(ctx context.Context, xld pglogrepl.XLogData) error {
 func (s *stream) commit(ctx context.Context, m *pglogrepl.CommitMessage) error {
 	s.inTx = false
 	s.lastEnd = m.TransactionEndLSN
+	s.lastCommitTime = m.CommitTime
 	if s.cfg.CatchUp && s.lastEnd >= s.target {
 		if err := s.flush(ctx); err != nil {
 			return err
@@ -75,6 +76,7 @@ func (s *stream) insert(m *pglogrepl.InsertMessage, version uint64) error {
 	if !ok {
 		return nil
 	}
+	s.observe(rel, "insert")
 	vals, size, err := rel.values(m.Tuple, nil)
 	if err != nil {
 		return err
@@ -87,6 +89,7 @@ func (s *stream) update(m *pglogrepl.UpdateMessage, version uint64) error {
 	if !ok {
 		return nil
 	}
+	s.observe(rel, "update")
 	var old *pglogrepl.TupleData
 	if m.OldTupleType == pglogrepl.UpdateMessageTupleTypeOld {
 		old = m.OldTuple
@@ -145,6 +148,7 @@ func (s *stream) delete(m *pglogrepl.DeleteMessage, version uint64) error {
 	if !ok || rel.tm.Source.AppendOnly {
 		return nil
 	}
+	s.observe(rel, "delete")
 	if rel.tm.Source.FullRow {
 		vals, _, err := rel.values(m.OldTuple, nil)
 		if err != nil {
@@ -171,6 +175,7 @@ func (s *stream) truncate(ctx context.Context, m *pglogrepl.TruncateMessage) err
 		if !ok || rel.tm.Source.AppendOnly {
 			continue
 		}
+		s.observe(rel, "truncate")
 		if err := s.sink.Truncate(ctx, rel.tm); err != nil {
 			return fmt.Errorf("truncate %s: %w", rel.ref, err)
 		}
@@ -192,4 +197,9 @@ func (s *stream) add(rel *relation, row loader.Row, size int) error {
 	s.batch.Add(rel.tm, row, size+16*len(row.Values))
 	s.rows++
 	return nil
+}
+
+// observe counts a change for the Observer.
+func (s *stream) observe(rel *relation, op string) {
+	s.cfg.Observer.Change(rel.ref.String(), op)
 }

@@ -37,6 +37,9 @@ type Config struct {
 	Batch BatchConfig
 	// Logger receives progress and warnings. Default zap.NewNop().
 	Logger *zap.Logger
+	// Observer is told about changes, flushes and positions, for metrics.
+	// Default NopObserver.
+	Observer Observer
 }
 
 // BatchConfig bounds the rows held before they are written. A flush writes
@@ -73,6 +76,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
+	}
+	if c.Observer == nil {
+		c.Observer = NopObserver{}
 	}
 	return c
 }

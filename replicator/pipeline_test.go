@@ -162,7 +162,7 @@ func TestFullIdentityWithoutKey(t *testing.T) {
 	e.exec(`UPDATE readings SET value = value * 2 WHERE sensor = 's1'`,
 		`UPDATE readings SET note = 'checked' WHERE value < 20`,
 		`DELETE FROM readings WHERE sensor = 's2'`,
-		`UPDATE readings SET value = value WHERE sensor = 's3'`, // changes nothing
+		`UPDATE readings SET value = value WHERE sensor = 's3'`,       // changes nothing
 		`UPDATE readings SET sensor = 'toasted' WHERE sensor IS NULL`, // note stays TOASTed and unchanged
 		`INSERT INTO readings VALUES ('s9', NULL, 'NaN', 'new')`)
 	e.mustCatchUp(cfg)

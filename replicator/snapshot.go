@@ -47,7 +47,13 @@ func (r *Replicator) copyTable(ctx context.Context, conn *pgx.Conn, rel *relatio
 		return fmt.Errorf("initial copy of %s: empty the ClickHouse table: %w", rel.ref, err)
 	}
 	batch := loader.NewBatcher(r.sink, r.cfg.Batch.MaxRows, r.cfg.Batch.MaxBytes, 0)
-	var rows uint64
+	var rows, total uint64
+	var estimate float64
+	if err := conn.QueryRow(ctx, `SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = $1::regclass`, rel.ref.quoted()).Scan(&estimate); err == nil {
+		total = uint64(estimate)
+	}
+	name := rel.ref.String()
+	r.cfg.Observer.SnapshotProgress(name, 0, total, false)
 	reader := &copyReader{row: func(fields [][]byte) error {
 		vals, size, err := rel.copyValues(fields)
 		if err != nil {
@@ -59,9 +65,13 @@ func (r *Replicator) copyTable(ctx context.Context, conn *pgx.Conn, rel *relatio
 			return err
 		}
 		batch.Add(rel.tm, row, size)
-		if batch.Full() {
-			return batch.Flush(ctx)
+		if !batch.Full() {
+			return nil
 		}
+		if err := batch.Flush(ctx); err != nil {
+			return err
+		}
+		r.cfg.Observer.SnapshotProgress(name, rows, total, false)
 		return nil
 	}}
 	sql := fmt.Sprintf("COPY %s (%s) TO STDOUT", rel.ref.quoted(), quotedColumns(rel.tm.Source))
@@ -74,6 +84,7 @@ func (r *Replicator) copyTable(ctx context.Context, conn *pgx.Conn, rel *relatio
 	if err := batch.Flush(ctx); err != nil {
 		return fmt.Errorf("initial copy of %s: %w", rel.ref, err)
 	}
+	r.cfg.Observer.SnapshotProgress(name, rows, total, true)
 	took := time.Since(start)
 	r.log.Info("copied table", zap.Stringer("table", rel.ref), zap.Uint64("rows", rows), zap.Duration("took", took),
 		zap.Float64("rows_per_s", float64(rows)/took.Seconds()))

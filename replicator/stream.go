@@ -27,11 +27,12 @@ type stream struct {
 	byOID   map[uint32]*relation // the tables ferry replicates
 	skipped map[uint32]bool      // relations of the publication ferry was not asked for
 
-	inTx     bool
-	lastEnd  pglogrepl.LSN // end of the last transaction fully received
-	acked    pglogrepl.LSN // last position confirmed to PostgreSQL
-	target   pglogrepl.LSN // catch-up: stop once everything before it is stored
-	serverAt pglogrepl.LSN // server's WAL end as last reported
+	inTx           bool
+	lastEnd        pglogrepl.LSN // end of the last transaction fully received
+	lastCommitTime time.Time     // its commit time; zero when lastEnd came from a keepalive
+	acked          pglogrepl.LSN // last position confirmed to PostgreSQL
+	target         pglogrepl.LSN // catch-up: stop once everything before it is stored
+	serverAt       pglogrepl.LSN // server's WAL end as last reported
 
 	nextStatus time.Time
 	rows       uint64
@@ -134,8 +135,10 @@ func (s *stream) copyData(ctx context.Context, data []byte) error {
 // so an idle database's slot does not hold WAL back.
 func (s *stream) keepalive(ctx context.Context, ka pglogrepl.PrimaryKeepaliveMessage) error {
 	s.serverAt = max(s.serverAt, ka.ServerWALEnd)
+	s.cfg.Observer.ServerWAL(ka.ServerWALEnd)
 	if !s.inTx && s.batch.Len() == 0 && ka.ServerWALEnd > s.lastEnd {
 		s.lastEnd = ka.ServerWALEnd
+		s.lastCommitTime = time.Time{}
 	}
 	if s.cfg.CatchUp && !s.inTx && s.lastEnd >= s.target {
 		if err := s.flush(ctx); err != nil {
@@ -161,7 +164,9 @@ func (s *stream) flush(ctx context.Context) error {
 		if err := s.flushWithRetry(ctx); err != nil {
 			return err
 		}
-		s.log.Debug("flushed", zap.Int("rows", n), zap.Duration("took", time.Since(start)))
+		took := time.Since(start)
+		s.cfg.Observer.Flushed(n, took)
+		s.log.Debug("flushed", zap.Int("rows", n), zap.Duration("took", took))
 	}
 	if s.advance() {
 		return s.sendStatus(false)
@@ -177,6 +182,7 @@ func (s *stream) advance() bool {
 		return false
 	}
 	s.acked = s.lastEnd
+	s.cfg.Observer.Confirmed(s.acked, s.lastCommitTime)
 	return true
 }
 
@@ -190,6 +196,7 @@ func (s *stream) flushWithRetry(ctx context.Context) error {
 		if ctx.Err() != nil || s.retryable == nil || !s.retryable(err) {
 			return fmt.Errorf("write to destination: %w", err)
 		}
+		s.cfg.Observer.Retry("clickhouse", err)
 		s.log.Warn("write failed, retrying", zap.Int("attempt", attempt), zap.Duration("in", wait), zap.Error(err))
 		if err := s.sleep(ctx, wait); err != nil {
 			return err
