@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
+
+	"github.com/ferry-cdc/ferry/loader/clickhouse"
+	"github.com/ferry-cdc/ferry/replicator"
+)
+
+// connFlags are the connection settings every command shares.
+type connFlags struct {
+	PG         string `name:"pg" help:"PostgreSQL connection URL." env:"FERRY_PG_URL" required:""`
+	CH         string `name:"ch" help:"ClickHouse native-protocol URL, e.g. clickhouse://default@127.0.0.1:9000." env:"FERRY_CH_URL" required:""`
+	CHDatabase string `name:"ch-database" help:"ClickHouse database (created when missing). Default: the PostgreSQL database's name." env:"FERRY_CH_DATABASE"`
+}
+
+// tableFlags choose what to replicate.
+type tableFlags struct {
+	Tables      []string `help:"Tables to replicate (schema.table,...). Default: the publication's tables, else every table with a replica identity." env:"FERRY_TABLES"`
+	Slot        string   `help:"Replication slot." default:"ferry" env:"FERRY_SLOT"`
+	Publication string   `help:"Publication (created when missing)." default:"ferry" env:"FERRY_PUBLICATION"`
+	AppendOnly  []string `name:"append-only" help:"Tables to replicate insert-only (no replica identity needed)." env:"FERRY_APPEND_ONLY"`
+	TextColumns []string `name:"text-columns" help:"Columns (schema.table.column,...) to replicate as String in PostgreSQL's text form." env:"FERRY_TEXT_COLUMNS"`
+}
+
+type runCmd struct {
+	connFlags
+	tableFlags
+	CatchUp    bool          `name:"catch-up" help:"Exit 0 once every transaction committed before the start is in ClickHouse."`
+	BatchRows  int           `name:"batch-rows" help:"Flush when this many rows are pending." default:"50000" env:"FERRY_BATCH_ROWS"`
+	BatchBytes int           `name:"batch-bytes" help:"Flush when the pending rows hold this many bytes." default:"33554432" env:"FERRY_BATCH_BYTES"`
+	BatchAge   time.Duration `name:"batch-age" help:"Flush when the oldest pending row waited this long." default:"300ms" env:"FERRY_BATCH_AGE"`
+}
+
+func (c *runCmd) Run(ctx context.Context, log *zap.Logger) error {
+	sink, err := openSink(ctx, c.connFlags, log)
+	if err != nil {
+		return err
+	}
+	defer sink.Close()
+	rep, err := replicator.New(replicator.Config{
+		ConnString:  c.PG,
+		Slot:        c.Slot,
+		Publication: c.Publication,
+		Tables:      c.Tables,
+		AppendOnly:  c.AppendOnly,
+		TextColumns: c.TextColumns,
+		CatchUp:     c.CatchUp,
+		Batch:       replicator.BatchConfig{MaxRows: c.BatchRows, MaxBytes: c.BatchBytes, MaxAge: c.BatchAge},
+		Logger:      log,
+	}, sink, sink, sink.Capabilities(), clickhouse.IsRetryable)
+	if err != nil {
+		return err
+	}
+	return rep.Run(ctx)
+}
+
+// openSink connects to ClickHouse, into the database the flags name or
+// else the one named like the PostgreSQL database.
+func openSink(ctx context.Context, c connFlags, log *zap.Logger) (*clickhouse.Sink, error) {
+	db := c.CHDatabase
+	if db == "" {
+		cfg, err := pgconn.ParseConfig(c.PG)
+		if err != nil {
+			return nil, fmt.Errorf("--pg: %s: %w", replicator.Redact(c.PG), err)
+		}
+		db = cfg.Database
+	}
+	sink, err := clickhouse.New(ctx, clickhouse.Config{DSN: c.CH, Database: db, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("connected to ClickHouse", zap.String("version", sink.ServerVersion()), zap.String("database", sink.Database()))
+	return sink, nil
+}
