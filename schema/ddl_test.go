@@ -11,8 +11,9 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-// everyType is a table with one column of each mapped type, an array, an
-// enum, a fallback type and awkward identifiers.
+// everyType is a table with one column of each mapped type, arrays (one of
+// them declared two-dimensional), an enum, extension types, a fallback
+// type and awkward identifiers.
 func everyType() Table {
 	return Table{Schema: "sales", Name: "every type", Columns: []Column{
 		{Name: "id", TypeOID: 20, TypeMod: -1, Key: true, NotNull: true},
@@ -44,6 +45,44 @@ func everyType() Table {
 		{Name: "span", TypeOID: 1186, TypeMod: -1},
 		{Name: "as text", TypeOID: 1700, TypeMod: numericMod(5, 1), Text: true},
 		{Name: "we`i\"rd\nnamé", TypeOID: 25, TypeMod: -1},
+		{Name: "ip", TypeOID: 869, TypeMod: -1},
+		{Name: "net", TypeOID: 650, TypeMod: -1},
+		{Name: "mac", TypeOID: 829, TypeMod: -1},
+		{Name: "mac8", TypeOID: 774, TypeMod: -1},
+		{Name: "cash", TypeOID: 790, TypeMod: -1},
+		{Name: "bits", TypeOID: 1560, TypeMod: 8},
+		{Name: "vbits", TypeOID: 1562, TypeMod: -1},
+		{Name: "doc", TypeOID: 3614, TypeMod: -1},
+		{Name: "query", TypeOID: 3615, TypeMod: -1},
+		{Name: "x", TypeOID: 142, TypeMod: -1},
+		{Name: "todtz", TypeOID: 1266, TypeMod: -1},
+		{Name: "lsn", TypeOID: 3220, TypeMod: -1},
+		{Name: "r4", TypeOID: 3904, TypeMod: -1},
+		{Name: "r8", TypeOID: 3926, TypeMod: -1},
+		{Name: "rnum", TypeOID: 3906, TypeMod: -1},
+		{Name: "rts", TypeOID: 3908, TypeMod: -1},
+		{Name: "rtstz", TypeOID: 3910, TypeMod: -1},
+		{Name: "rdate", TypeOID: 3912, TypeMod: -1},
+		{Name: "mr4", TypeOID: 4451, TypeMod: -1},
+		{Name: "pt", TypeOID: 600, TypeMod: -1},
+		{Name: "ln", TypeOID: 628, TypeMod: -1},
+		{Name: "seg", TypeOID: 601, TypeMod: -1},
+		{Name: "bx", TypeOID: 603, TypeMod: -1},
+		{Name: "pth", TypeOID: 602, TypeMod: -1},
+		{Name: "poly", TypeOID: 604, TypeMod: -1},
+		{Name: "circ", TypeOID: 718, TypeMod: -1},
+		{Name: "snap", TypeOID: 5038, TypeMod: -1},
+		{Name: "rel", TypeOID: 2205, TypeMod: -1},
+		{Name: "xid", TypeOID: 28, TypeMod: -1},
+		{Name: "xid8", TypeOID: 5069, TypeMod: -1},
+		{Name: "ci", TypeOID: 16390, TypeMod: -1, TypeName: "citext", TypeBaseName: "citext", NotNull: true},
+		{Name: "kv", TypeOID: 16400, TypeMod: -1, TypeName: "public.hstore", TypeBaseName: "hstore"},
+		{Name: "geom", TypeOID: 16500, TypeMod: 1107460, TypeName: "geometry(Point,4326)", TypeBaseName: "geometry"},
+		{Name: "geog", TypeOID: 16600, TypeMod: -1, TypeName: "geography", TypeBaseName: "geography"},
+		{Name: "grid", TypeOID: 1007, ElemOID: 23, Dims: 2, TypeMod: -1, NotNull: true},
+		{Name: "spans", TypeOID: 1187, ElemOID: 1186, Dims: 1, TypeMod: -1, NotNull: true},
+		{Name: "infinite day", TypeOID: 1082, TypeMod: -1, NotNull: true},
+		{Name: "unknown", TypeOID: 16700, TypeMod: -1, TypeName: "my_composite", TypeBaseName: "my_composite"},
 	}}
 }
 
@@ -75,6 +114,9 @@ func TestGolden(t *testing.T) {
 	}{
 		{"modern.golden", everyType(), CapabilitiesFor(24, 8)},
 		{"old.golden", everyType(), CapabilitiesFor(18, 16)},
+		{"ch23_8.golden", everyType(), CapabilitiesFor(23, 8)},
+		{"ch25_3.golden", everyType(), CapabilitiesFor(25, 3)},
+		{"ch22_3.golden", everyType(), CapabilitiesFor(22, 3)},
 		{"append_only.golden", appendOnlyTable(), CapabilitiesFor(24, 8)},
 		{"append_only_old.golden", appendOnlyTable(), CapabilitiesFor(18, 16)},
 		{"full_row.golden", fullRowTable(), CapabilitiesFor(24, 8)},

@@ -46,6 +46,10 @@ type kind struct {
 	array      converter
 	zero       any
 	emptyArray any
+	// wholeArray is set for element types whose arrays ferry doesn't split
+	// (their delimiter is not a comma, or not known): an array of them is
+	// String holding PostgreSQL's array text.
+	wholeArray bool
 }
 
 // newKind builds a kind from a typed parser, so that scalars and arrays of
@@ -93,7 +97,7 @@ func mapColumn(t Table, col Column, caps Capabilities) ColumnMap {
 		k = enumKind(caps)
 	default:
 		var ok bool
-		if k, ok = scalarKind(col.TypeOID, col.TypeMod, caps); !ok {
+		if k, ok = scalarKind(col.TypeOID, col.TypeBaseName, col.TypeMod, caps); !ok {
 			k, cm.Fallback = stringKind(), true
 		}
 	}
@@ -104,20 +108,23 @@ func mapColumn(t Table, col Column, caps Capabilities) ColumnMap {
 	return cm
 }
 
-// arrayKind maps a one-dimensional array column. A NOT NULL array becomes
-// Array(Nullable(T)) converted to []*T; a nullable one (ClickHouse has no
-// Nullable(Array)) and a key one (ClickHouse can't sort by an array of
-// Nullable) become String holding PostgreSQL's array text. An array of an
-// unmapped element type is a fallback String.
+// arrayKind maps an array column. A NOT NULL array declared with at most
+// one dimension becomes Array(Nullable(T)) converted to []*T; a nullable one
+// (ClickHouse has no Nullable(Array)), a key one (ClickHouse can't sort by an
+// array of Nullable) and one declared with more dimensions (Column.Dims)
+// become String holding PostgreSQL's array text, and so does an array of
+// box or of an extension type, whose delimiter is not a comma or not known
+// (PostGIS uses ':'). An array of an unmapped element type is a fallback
+// String.
 func arrayKind(col Column, caps Capabilities, notNull bool) (k kind, fallback bool) {
-	elem, ok := scalarKind(col.ElemOID, col.TypeMod, caps)
+	elem, ok := scalarKind(col.ElemOID, col.TypeBaseName, col.TypeMod, caps)
 	if col.Enum {
 		elem, ok = stringKind(), true
 	}
 	switch {
 	case !ok:
 		return stringKind(), true
-	case !notNull || col.Key:
+	case !notNull || col.Key || col.Dims > 1 || elem.wholeArray:
 		return stringKind(), false
 	}
 	return kind{chType: "Array(Nullable(" + elem.chType + "))", scalar: elem.array, zero: elem.emptyArray}, false
@@ -141,9 +148,10 @@ func nullable(t string) string {
 	return "Nullable(" + t + ")"
 }
 
-// scalarKind is the mapping of a non-array, non-enum type; ok is false when
-// ferry has no native mapping for it.
-func scalarKind(oid uint32, typmod int32, caps Capabilities) (k kind, ok bool) {
+// scalarKind is the mapping of a non-array, non-enum type of the given OID
+// and unqualified name (pg_type.typname, which identifies extension types);
+// ok is false when ferry has no mapping for it.
+func scalarKind(oid uint32, name string, typmod int32, caps Capabilities) (k kind, ok bool) {
 	switch oid {
 	case oidInt2:
 		return newKind("Int16", parseInt16, int16(0)), true
@@ -152,7 +160,15 @@ func scalarKind(oid uint32, typmod int32, caps Capabilities) (k kind, ok bool) {
 	case oidInt8:
 		return newKind("Int64", parseInt64, int64(0)), true
 	case oidOID:
-		return newKind("UInt32", parseUint32, uint32(0)), true
+		return newKind("UInt32", parseUint32Of("oid"), uint32(0)), true
+	case oidXID:
+		return newKind("UInt32", parseUint32Of("xid"), uint32(0)), true
+	case oidCID:
+		return newKind("UInt32", parseUint32Of("cid"), uint32(0)), true
+	case oidXID8:
+		return newKind("UInt64", parseXID8, uint64(0)), true
+	case oidPgLSN:
+		return newKind("UInt64", parsePgLSN, uint64(0)), true
 	case oidFloat4:
 		return newKind("Float32", parseFloat32, float32(0)), true
 	case oidFloat8:
@@ -170,6 +186,16 @@ func scalarKind(oid uint32, typmod int32, caps Capabilities) (k kind, ok bool) {
 		return newKind("UInt8", parseBoolUint8, uint8(0)), true
 	case oidUUID:
 		return newKind("UUID", parseUUID, uuid.UUID{}), true
+	}
+	switch {
+	case textType(oid):
+		k = stringKind()
+		k.wholeArray = oid == oidBox // box arrays are delimited by ';'
+		return k, true
+	case textExtensionType(name):
+		k = stringKind()
+		k.wholeArray = true // PostGIS arrays are delimited by ':'
+		return k, true
 	}
 	return temporalKind(oid, caps)
 }

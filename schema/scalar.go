@@ -45,14 +45,6 @@ func parseInt32(text []byte) (int32, error) {
 
 func parseInt64(text []byte) (int64, error) { return parseInt("int8", text, 64) }
 
-func parseUint32(text []byte) (uint32, error) {
-	v, err := strconv.ParseUint(string(text), 10, 32)
-	if err != nil {
-		return 0, invalid("oid", text)
-	}
-	return uint32(v), nil
-}
-
 // parseFloat64 parses float8 text, including NaN, Infinity and -Infinity.
 func parseFloat64(text []byte) (float64, error) {
 	v, err := strconv.ParseFloat(string(text), 64)

@@ -11,7 +11,18 @@ type Column struct {
 	NotNull  bool   // attnotnull
 	Key      bool   // part of the replica identity key (primary key or REPLICA IDENTITY USING INDEX)
 	Enum     bool   // the type (or for arrays the element type) is an enum
-	ElemOID  uint32 // element type of a one-dimensional array; 0 for scalars
+	ElemOID  uint32 // element type of an array; 0 for scalars
+	// TypeBaseName is the unqualified pg_type.typname of the type TypeOID
+	// names or, for an array, of ElemOID (domains resolved, as for TypeOID):
+	// "citext", "hstore", "geometry". Extension types have no fixed OID, so
+	// ferry recognises them by this name.
+	TypeBaseName string
+	// Dims is pg_attribute.attndims: the number of array dimensions the
+	// column was declared with (int[][] is 2), 0 for scalars and for arrays
+	// whose declaration doesn't say (CREATE TABLE AS, domains over arrays).
+	// PostgreSQL doesn't enforce it; ferry maps an array declared with more
+	// than one dimension to String.
+	Dims int
 	// Text asks for the column as String in PostgreSQL's text form, whatever
 	// its type (the user's --text-columns override).
 	Text bool
@@ -39,21 +50,26 @@ func (t Table) QualifiedName() string { return QuotePG(t.Schema) + "." + QuotePG
 // conversion may use. The zero value is the oldest server ferry supports
 // (18.16): every temporal and boolean column gets a lossless integer form.
 type Capabilities struct {
-	DateTime64     bool // DateTime64(6): 20.1+
-	Date32         bool // Date32: 21.9+
+	// DateTime64 and Date32 exist from 20.1 and 21.9, but hold 1900 to 2299
+	// only from 22.8 (before, 1925 to 2283, clamping other values silently),
+	// so ferry uses them from 22.8.
+	DateTime64     bool // DateTime64(6) with the 1900-2299 range: 22.8+
+	Date32         bool // Date32 with the 1900-2299 range: 22.8+
 	Bool           bool // Bool: 21.12+
 	IsDeleted      bool // ReplacingMergeTree(ver, is_deleted): 23.2+
 	LowCardinality bool // LowCardinality(String) without a setting: 19.9+ (approximately)
+	RenameColumn   bool // ALTER TABLE ... RENAME COLUMN: 20.4+
 }
 
 // CapabilitiesFor returns what a server of the given version supports.
 func CapabilitiesFor(major, minor int) Capabilities {
 	at := func(ma, mi int) bool { return major > ma || (major == ma && minor >= mi) }
 	return Capabilities{
-		DateTime64:     at(20, 1),
-		Date32:         at(21, 9),
+		DateTime64:     at(22, 8),
+		Date32:         at(22, 8),
 		Bool:           at(21, 12),
 		IsDeleted:      at(23, 2),
 		LowCardinality: at(19, 9),
+		RenameColumn:   at(20, 4),
 	}
 }

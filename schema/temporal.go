@@ -20,13 +20,21 @@ const (
 func epoch() time.Time { return time.Unix(0, 0).UTC() }
 
 // parseDateDays parses date text into days since 1970-01-01; any finite
-// PostgreSQL date fits.
+// PostgreSQL date fits, strictly between math.MinInt32 and math.MaxInt32,
+// which stand for -infinity and infinity as in PostgreSQL (DATEVAL_NOBEGIN,
+// DATEVAL_NOEND).
 func parseDateDays(text []byte) (int32, error) {
+	switch string(text) {
+	case "infinity":
+		return math.MaxInt32, nil
+	case "-infinity":
+		return math.MinInt32, nil
+	}
 	days, err := parseDate(text, "Int32")
 	if err != nil {
 		return 0, err
 	}
-	if days < math.MinInt32 || days > math.MaxInt32 {
+	if days <= math.MinInt32 || days >= math.MaxInt32 {
 		return 0, unrepresentable("Int32", text)
 	}
 	return int32(days), nil
@@ -46,9 +54,25 @@ func parseDate32(text []byte) (time.Time, error) {
 }
 
 // parseTimestampMicros parses timestamp or timestamptz text into
-// microseconds since 1970-01-01 00:00:00 UTC.
+// microseconds since 1970-01-01 00:00:00 UTC. math.MinInt64 and
+// math.MaxInt64 stand for -infinity and infinity as in PostgreSQL
+// (DT_NOBEGIN, DT_NOEND), so a finite timestamp must lie strictly between
+// them: up to 294247-01-10 04:00:54.775806 UTC.
 func parseTimestampMicros(text []byte) (int64, error) {
-	return parseTimestamp(text, "Int64")
+	switch string(text) {
+	case "infinity":
+		return math.MaxInt64, nil
+	case "-infinity":
+		return math.MinInt64, nil
+	}
+	us, err := parseTimestamp(text, "Int64")
+	if err != nil {
+		return 0, err
+	}
+	if us == math.MinInt64 || us == math.MaxInt64 {
+		return 0, unrepresentable("Int64", text)
+	}
+	return us, nil
 }
 
 // parseDateTime64 parses timestamp or timestamptz text into a UTC time,
