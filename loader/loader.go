@@ -75,3 +75,33 @@ type SnapshotStore interface {
 	// SetSnapshotState records st for the slot durably; the latest call wins.
 	SetSnapshotState(ctx context.Context, slot string, st SnapshotState) error
 }
+
+// Evolver is a Sink that can change its tables' shape while rows flow.
+// The caller flushes every pending row of a table before calling any of
+// these for it.
+type Evolver interface {
+	// AlterTable applies in-place changes (schema.InPlace) to a table,
+	// in order.
+	AlterTable(ctx context.Context, tm *schema.TableMap, changes []schema.ColumnChange) error
+	// RenameTable gives the table from.Name the name to.Name.
+	RenameTable(ctx context.Context, from, to *schema.TableMap) error
+	// SwapTable replaces the table target.Name with shadow, a complete
+	// copy written under another name, and drops the old table. A reader
+	// sees either the old table or the new one.
+	SwapTable(ctx context.Context, target, shadow *schema.TableMap) error
+	// Matches reports whether the table exists and has the mapping's columns.
+	Matches(ctx context.Context, tm *schema.TableMap) (exists, matches bool, err error)
+	// Replace puts an empty table of the mapping in place of the existing one.
+	Replace(ctx context.Context, tm *schema.TableMap) error
+}
+
+// TableStateStore keeps, next to the data, the source description each
+// destination table was last made to match. After a restart the stream
+// replays from an earlier position than the catalog shows, so schema
+// changes are diffed against this, not against the catalog.
+type TableStateStore interface {
+	// TableStates returns the last state set for each table (by OID).
+	TableStates(ctx context.Context, slot string) (map[uint32][]byte, error)
+	// SetTableState records a table's state durably; the latest call wins.
+	SetTableState(ctx context.Context, slot string, oid uint32, state []byte) error
+}

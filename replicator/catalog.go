@@ -108,7 +108,7 @@ func lookupTable(ctx context.Context, conn *pgx.Conn, schemaName, name string) (
 func userTables(ctx context.Context, conn *pgx.Conn) ([]tableRef, error) {
 	return queryRefs(ctx, conn, `SELECT c.oid, n.nspname, c.relname FROM pg_class c
 		JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE c.relkind = 'r' AND NOT c.relispartition
+		WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
 		  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_%'
 		ORDER BY n.nspname, c.relname`)
 }
@@ -147,67 +147,100 @@ func queryRefs(ctx context.Context, conn *pgx.Conn, sql string, args ...any) ([]
 
 // described is a table as the catalog describes it.
 type described struct {
-	table    schema.Table
-	ident    byte     // pg_class.relreplident: d(efault), n(othing), f(ull), i(ndex)
-	typeOIDs []uint32 // declared column types, domains not resolved
+	table      schema.Table
+	ident      byte         // pg_class.relreplident: d(efault), n(othing), f(ull), i(ndex)
+	typeOIDs   []uint32     // declared column types, domains not resolved
+	attnums    []int        // stable across renames, so a rename is told from drop + add
+	hasDefault []bool       // atthasdef: an added column's existing rows hold its default
+	partitions []uint32     // a partitioned table's partitions; a change means attach or detach
+	doc        catalogTable // the whole description, kept with the destination table (TableStateStore)
 }
 
 // describeTable reads a table's columns, key and replica identity.
 func describeTable(ctx context.Context, conn *pgx.Conn, ref tableRef) (described, error) {
-	d := described{table: schema.Table{Schema: ref.Schema, Name: ref.Name, AppendOnly: ref.AppendOnly}}
-	t := &d.table
-	var ident string
-	if err := conn.QueryRow(ctx, `SELECT relreplident::text FROM pg_class WHERE oid = $1`, ref.OID).Scan(&ident); err != nil {
-		return d, fmt.Errorf("describe table %s: %w", ref, err)
+	var ct catalogTable
+	if err := conn.QueryRow(ctx, "SELECT "+tableJSON+" FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1", ref.OID).Scan(&ct); err != nil {
+		return described{}, fmt.Errorf("describe table %s: %w", ref, err)
 	}
-	d.ident = ident[0]
-	rows, err := conn.Query(ctx, columnsSQL, ref.OID)
-	if err != nil {
-		return d, fmt.Errorf("describe table %s: %w", ref, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var c schema.Column
-		var typType, elemType string
-		var baseOID, typOID, elemOID uint32
-		var baseMod int32
-		if err := rows.Scan(&c.Name, &typOID, &c.TypeMod, &c.TypeName, &c.NotNull,
-			&typType, &baseOID, &baseMod, &elemOID, &elemType, &c.Key); err != nil {
-			return d, fmt.Errorf("describe table %s: %w", ref, err)
-		}
-		d.typeOIDs = append(d.typeOIDs, typOID)
-		c.TypeOID = typOID
-		if typType == "d" {
-			c.TypeOID, c.TypeMod = baseOID, baseMod
-		}
-		c.Enum = typType == "e" || elemType == "e"
-		c.ElemOID = elemOID
-		t.Columns = append(t.Columns, c)
-	}
-	if err := rows.Err(); err != nil {
-		return d, fmt.Errorf("describe table %s: %w", ref, err)
-	}
-	return d, nil
+	return ct.described(ref.AppendOnly), nil
 }
 
-// columnsSQL lists a table's replicated columns: pgoutput leaves out
-// dropped and generated columns, and so does ferry. A column is part of the
-// key when it is in the index that identifies rows for replication.
-const columnsSQL = `SELECT a.attname, a.atttypid, a.atttypmod, format_type(a.atttypid, a.atttypmod), a.attnotnull,
-	t.typtype::text, t.typbasetype, t.typtypmod,
-	CASE WHEN t.typcategory = 'A' THEN t.typelem ELSE 0 END::oid,
-	coalesce(et.typtype::text, ''),
-	coalesce(a.attnum = ANY(ki.indkey), false)
-FROM pg_attribute a
-JOIN pg_class c ON c.oid = a.attrelid
-JOIN pg_type t ON t.oid = a.atttypid
-LEFT JOIN pg_type et ON et.oid = t.typelem AND t.typcategory = 'A'
-LEFT JOIN LATERAL (
-	SELECT i.indkey FROM pg_index i
-	WHERE i.indrelid = c.oid AND CASE c.relreplident WHEN 'i' THEN i.indisreplident ELSE i.indisprimary END
-	LIMIT 1) ki ON true
-WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
-ORDER BY a.attnum`
+// catalogTable is the JSON document tableJSON builds; ferry's DDL trigger
+// emits the same document, so the stream and the catalog describe a table
+// alike.
+type catalogTable struct {
+	OID        uint32          `json:"oid"`
+	Schema     string          `json:"schema"`
+	Name       string          `json:"name"`
+	Ident      string          `json:"ident"`
+	Kind       string          `json:"kind"`
+	Partitions []uint32        `json:"partitions"`
+	Columns    []catalogColumn `json:"columns"`
+}
+
+type catalogColumn struct {
+	Attnum     int    `json:"attnum"`
+	Name       string `json:"name"`
+	TypID      uint32 `json:"typid"`
+	TypMod     int32  `json:"typmod"`
+	TypName    string `json:"typname"`  // format_type(atttypid, atttypmod)
+	BaseName   string `json:"basename"` // pg_type.typname of the domain-resolved type, or of an array's element
+	NotNull    bool   `json:"notnull"`
+	TypType    string `json:"typtype"`
+	BaseType   uint32 `json:"basetype"`
+	BaseTypMod int32  `json:"basetypmod"`
+	Elem       uint32 `json:"elem"`
+	ElemType   string `json:"elemtype"` // "e" when the element type, or a domain's base, is an enum
+	Key        bool   `json:"key"`
+	HasDefault bool   `json:"hasdef"`
+	Dims       int    `json:"dims"`
+}
+
+func (ct catalogTable) ref(appendOnly bool) tableRef {
+	return tableRef{OID: ct.OID, Schema: ct.Schema, Name: ct.Name, AppendOnly: appendOnly}
+}
+
+func (ct catalogTable) described(appendOnly bool) described {
+	d := described{table: schema.Table{Schema: ct.Schema, Name: ct.Name, AppendOnly: appendOnly}, partitions: ct.Partitions, doc: ct}
+	if ct.Ident != "" {
+		d.ident = ct.Ident[0]
+	}
+	for _, cc := range ct.Columns {
+		c := schema.Column{Name: cc.Name, TypeOID: cc.TypID, TypeMod: cc.TypMod, TypeName: cc.TypName,
+			TypeBaseName: cc.BaseName, Dims: cc.Dims,
+			NotNull: cc.NotNull, Key: cc.Key, Enum: cc.TypType == "e" || cc.ElemType == "e", ElemOID: cc.Elem}
+		if cc.TypType == "d" {
+			c.TypeOID, c.TypeMod = cc.BaseType, cc.BaseTypMod
+		}
+		d.table.Columns = append(d.table.Columns, c)
+		d.typeOIDs = append(d.typeOIDs, cc.TypID)
+		d.attnums = append(d.attnums, cc.Attnum)
+		d.hasDefault = append(d.hasDefault, cc.HasDefault)
+	}
+	return d
+}
+
+// tableJSON describes the pg_class row c (joined to its pg_namespace n) as
+// one JSON document: its replicated columns (pgoutput leaves out dropped
+// and generated columns, and so does ferry), which of them form the key
+// (the index that identifies rows for replication), and its partitions.
+const tableJSON = `jsonb_build_object(
+	'oid', c.oid::bigint, 'schema', n.nspname, 'name', c.relname,
+	'ident', c.relreplident::text, 'kind', c.relkind::text,
+	'partitions', coalesce((SELECT jsonb_agg(i.inhrelid::bigint ORDER BY i.inhrelid) FROM pg_inherits i WHERE i.inhparent = c.oid), '[]'::jsonb),
+	'columns', coalesce((SELECT jsonb_agg(jsonb_build_object(
+		'attnum', a.attnum, 'name', a.attname, 'typid', a.atttypid::bigint, 'typmod', a.atttypmod,
+		'typname', format_type(a.atttypid, a.atttypmod), 'basename', coalesce(et.typname, bt.typname), 'notnull', a.attnotnull,
+		'typtype', t.typtype::text, 'basetype', t.typbasetype::bigint, 'basetypmod', t.typtypmod,
+		'elem', CASE WHEN bt.typcategory = 'A' THEN bt.typelem::bigint ELSE 0 END,
+		'elemtype', CASE WHEN bt.typtype = 'e' THEN 'e' ELSE coalesce(et.typtype::text, '') END,
+		'key', coalesce(a.attnum = ANY((SELECT i.indkey FROM pg_index i WHERE i.indrelid = c.oid
+			AND CASE c.relreplident WHEN 'i' THEN i.indisreplident ELSE i.indisprimary END LIMIT 1)::int2[]), false),
+		'hasdef', a.atthasdef, 'dims', a.attndims) ORDER BY a.attnum)
+		FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+		JOIN pg_type bt ON bt.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
+		LEFT JOIN pg_type et ON et.oid = bt.typelem AND bt.typcategory = 'A'
+		WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''), '[]'::jsonb))`
 
 // textColumnSet parses --text-columns entries into "schema.table" → columns.
 func textColumnSet(entries []string) (map[string]map[string]bool, error) {

@@ -23,7 +23,7 @@ func (s *stream) walData(ctx context.Context, xld pglogrepl.XLogData) error {
 	case *pglogrepl.CommitMessage:
 		return s.commit(ctx, m)
 	case *pglogrepl.RelationMessage:
-		return s.relationMessage(m)
+		return s.relationMessage(ctx, m, version)
 	case *pglogrepl.InsertMessage:
 		return s.insert(m, version)
 	case *pglogrepl.UpdateMessage:
@@ -32,6 +32,8 @@ func (s *stream) walData(ctx context.Context, xld pglogrepl.XLogData) error {
 		return s.delete(m, version)
 	case *pglogrepl.TruncateMessage:
 		return s.truncate(ctx, m)
+	case *pglogrepl.LogicalDecodingMessage:
+		return s.message(ctx, m, version)
 	}
 	return nil
 }
@@ -45,28 +47,6 @@ func (s *stream) commit(ctx context.Context, m *pglogrepl.CommitMessage) error {
 			return err
 		}
 		return errCaughtUp
-	}
-	return nil
-}
-
-// relationMessage checks that a table still has the columns ferry mapped.
-func (s *stream) relationMessage(m *pglogrepl.RelationMessage) error {
-	rel := s.byOID[m.RelationID]
-	if rel == nil {
-		if !s.skipped[m.RelationID] {
-			s.skipped[m.RelationID] = true
-			s.log.Warn("ignoring a table of the publication that ferry was not asked to replicate",
-				zap.String("table", m.Namespace+"."+m.RelationName))
-		}
-		return nil
-	}
-	cols := rel.tm.Source.Columns
-	same := len(m.Columns) == len(cols)
-	for i := 0; same && i < len(cols); i++ {
-		same = m.Columns[i].Name == cols[i].Name && m.Columns[i].DataType == rel.typeOIDs[i]
-	}
-	if !same {
-		return fmt.Errorf("table %s changed shape while ferry ran (schema changes are not propagated yet): drop the ClickHouse table %s and start ferry with a new --slot to copy it anew", rel.ref, rel.tm.Name)
 	}
 	return nil
 }

@@ -38,8 +38,19 @@ type Config struct {
 	// Logger receives progress and warnings. Default zap.NewNop().
 	Logger *zap.Logger
 	// Observer is told about changes, flushes and positions, for metrics.
-	// Default NopObserver.
+	// Default NopObserver. If it also implements SlotObserver, it is told
+	// what the slot watcher sees.
 	Observer Observer
+	// Heartbeat is how often a ferry.heartbeat message is written to the
+	// WAL while streaming, so that a quiet database's slot still advances
+	// and lag can be measured end to end. Default 0: no heartbeats.
+	Heartbeat time.Duration
+	// SlotWatch is how often the slot's retained WAL and health are read
+	// while Run runs. Default 10s.
+	SlotWatch time.Duration
+	// MaxRetainedWAL is the retained WAL, in bytes, above which the slot
+	// watcher warns. Default 0: no warning.
+	MaxRetainedWAL int64
 }
 
 // BatchConfig bounds the rows held before they are written. A flush writes
@@ -73,6 +84,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Batch.MaxAge <= 0 {
 		c.Batch.MaxAge = 300 * time.Millisecond
+	}
+	if c.SlotWatch <= 0 {
+		c.SlotWatch = 10 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()

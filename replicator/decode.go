@@ -18,6 +18,14 @@ type relation struct {
 	ref      tableRef
 	tm       *schema.TableMap
 	typeOIDs []uint32 // each column's declared type (a domain, not its base), as pgoutput names it
+	// From the catalog or a DDL event, for telling what a schema change did:
+	attnums    []int    // a rename keeps a column's attnum
+	hasDefault []bool   // an added column with a default holds values ClickHouse lacks
+	partitions []uint32 // a change means a partition was attached or detached
+	doc        catalogTable
+	// stale: the ClickHouse table holds placeholders for columns the copy
+	// could not read as the stream describes them; the next change rebuilds.
+	stale bool
 }
 
 // values converts a pgoutput tuple into row values. An unchanged TOAST

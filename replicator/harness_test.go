@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -248,3 +249,5 @@ func trim(s string) string {
 	}
 	return strings.TrimSpace(s)
 }
+
+func errorAs(err error, target any) bool { return errors.As(err, target) }

@@ -14,23 +14,43 @@ import (
 // resolve decides which tables to replicate and maps each onto ClickHouse.
 // firstStart allows the table list to come from the database rather than
 // from an existing publication.
-func (r *Replicator) resolve(ctx context.Context, conn *pgx.Conn) ([]*relation, error) {
+func (r *Replicator) resolve(ctx context.Context, conn *pgx.Conn, stored map[uint32]catalogTable) ([]*relation, error) {
 	refs, err := r.tableRefs(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
-	textCols, err := textColumnSet(r.cfg.TextColumns)
+	rels, err := r.relations(ctx, conn, refs, stored)
 	if err != nil {
 		return nil, err
 	}
+	names := map[string]string{}
+	for _, rel := range rels {
+		if other, dup := names[rel.tm.Name]; dup {
+			return nil, fmt.Errorf("tables %s and %s would both become ClickHouse table %q: rename one, or replicate only one of them with --tables", other, rel.ref, rel.tm.Name)
+		}
+		names[rel.tm.Name] = rel.ref.String()
+	}
+	if len(rels) == 0 {
+		return nil, fmt.Errorf("no table to replicate: name tables with --tables, or create tables with a primary key")
+	}
+	return rels, nil
+}
+
+// relations describes and maps tables, leaving out (with a warning) those
+// PostgreSQL could not publish in full. A table with a stored description
+// (the one its ClickHouse table matches) is taken as that describes it.
+func (r *Replicator) relations(ctx context.Context, conn *pgx.Conn, refs []tableRef, stored map[uint32]catalogTable) ([]*relation, error) {
 	var rels []*relation
 	var noIdentity []string
-	names := map[string]string{}
 	for _, ref := range refs {
 		if err := canSelect(ctx, conn, ref); err != nil {
 			return nil, err
 		}
 		d, err := describeTable(ctx, conn, ref)
+		if doc, ok := stored[ref.OID]; ok {
+			d, err = doc.described(ref.AppendOnly), nil
+			ref.Schema, ref.Name = doc.Schema, doc.Name
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -44,35 +64,45 @@ func (r *Replicator) resolve(ctx context.Context, conn *pgx.Conn) ([]*relation, 
 				"so rows equal in every column are kept once there (ferry verify will show it); add a primary key to copy it exactly",
 				zap.Stringer("table", ref))
 		}
-		if err := applyTextColumns(&d.table, textCols[ref.String()]); err != nil {
+		if err := applyTextColumns(&d.table, r.textCols[ref.String()]); err != nil {
 			return nil, err
 		}
 		tm, err := schema.Map(d.table, r.caps)
 		if err != nil {
 			return nil, err
 		}
-		if other, dup := names[tm.Name]; dup {
-			return nil, fmt.Errorf("tables %s and %s would both become ClickHouse table %q: rename one, or replicate only one of them with --tables", other, ref, tm.Name)
-		}
-		names[tm.Name] = ref.String()
 		for _, c := range tm.Columns {
 			if c.Fallback {
 				r.log.Warn("no ClickHouse type for this PostgreSQL type yet: the column is replicated as String in PostgreSQL's text form",
 					zap.Stringer("table", ref), zap.String("column", c.Name), zap.String("type", columnType(d.table, c.Name)))
 			}
 		}
-		rels = append(rels, &relation{ref: ref, tm: tm, typeOIDs: d.typeOIDs})
+		rels = append(rels, newRelation(ref, tm, d))
 	}
 	if len(noIdentity) > 0 {
 		r.log.Warn("leaving out tables without a replica identity: PostgreSQL would reject their UPDATEs and DELETEs if they were published. "+
-			"Fix: add a primary key, or ALTER TABLE ... REPLICA IDENTITY FULL (a primary key is still needed to tell rows apart in ClickHouse), "+
-			"or replicate them insert-only with --append-only",
+			"Fix: add a primary key, or ALTER TABLE ... REPLICA IDENTITY FULL, or replicate them insert-only with --append-only",
 			zap.Strings("tables", noIdentity))
 	}
-	if len(rels) == 0 {
-		return nil, fmt.Errorf("no table to replicate: name tables with --tables, or create tables with a primary key")
-	}
 	return rels, nil
+}
+
+// published returns the table with this OID if one of ferry's
+// publications publishes it; nil if none does.
+func (r *Replicator) published(ctx context.Context, conn *pgx.Conn, oid uint32) (*tableRef, error) {
+	ref := tableRef{OID: oid}
+	var pub string
+	err := conn.QueryRow(ctx, `SELECT p.pubname, p.schemaname, p.tablename FROM pg_publication_tables p
+		JOIN pg_namespace n ON n.nspname = p.schemaname JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+		WHERE c.oid = $1 AND p.pubname IN ($2, $3) LIMIT 1`, oid, r.cfg.Publication, r.cfg.Publication+"_append").Scan(&pub, &ref.Schema, &ref.Name)
+	if err == pgx.ErrNoRows {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up the publication of table %d: %w", oid, err)
+	}
+	ref.AppendOnly = pub != r.cfg.Publication
+	return &ref, nil
 }
 
 // tableRefs lists the tables asked for: --tables, else the publication's,
@@ -202,12 +232,16 @@ func quotedList(rels []*relation, appendOnly bool) string {
 func Tables(ctx context.Context, cfg Config, caps schema.Capabilities) ([]*schema.TableMap, error) {
 	r := &Replicator{cfg: cfg.withDefaults(), caps: caps}
 	r.log = r.cfg.Logger
+	var err error
+	if r.textCols, err = textColumnSet(r.cfg.TextColumns); err != nil {
+		return nil, err
+	}
 	conn, err := connect(ctx, r.cfg.ConnString)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.Background())
-	rels, err := r.resolve(ctx, conn)
+	rels, err := r.resolve(ctx, conn, nil)
 	if err != nil {
 		return nil, err
 	}

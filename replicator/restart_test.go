@@ -197,6 +197,17 @@ func TestSigtermFlushes(t *testing.T) {
 	}
 	sameRows(t, "marks", e.chStrings("SELECT toString(id), v FROM "+e.table("marks")+" FINAL WHERE _ferry_deleted = 0"),
 		[][]string{{"1", "pending at SIGTERM"}})
+	// The walsender lets go of the slot a moment after ferry exits.
+	for i := 0; i < 100; i++ {
+		var active bool
+		if err := e.pg.QueryRow(context.Background(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, e.slot).Scan(&active); err != nil {
+			t.Fatal(err)
+		}
+		if !active {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	var pending bool
 	if err := e.pg.QueryRow(context.Background(), `SELECT confirmed_flush_lsn < pg_current_wal_lsn() - 0 AND EXISTS (
 		SELECT 1 FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', 'ferry'))

@@ -9,7 +9,9 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/schema"
@@ -25,6 +27,7 @@ type Replicator struct {
 	// Retryable tells a transient sink error (retried with backoff) from a
 	// terminal one. Default: every error is terminal.
 	retryable func(error) bool
+	textCols  map[string]map[string]bool // Config.TextColumns by schema.table
 }
 
 var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
@@ -39,14 +42,36 @@ func New(cfg Config, sink loader.Sink, store loader.SnapshotStore, caps schema.C
 	if !slotName.MatchString(cfg.Slot) {
 		return nil, fmt.Errorf("slot name %q: PostgreSQL allows only lower-case letters, digits and underscores, at most 63", cfg.Slot)
 	}
-	return &Replicator{cfg: cfg, sink: sink, store: store, caps: caps,
+	textCols, err := textColumnSet(cfg.TextColumns)
+	if err != nil {
+		return nil, err
+	}
+	return &Replicator{cfg: cfg, sink: sink, store: store, caps: caps, textCols: textCols,
 		log: cfg.Logger.With(zap.String("component", "replicator")), retryable: retryable}, nil
 }
 
 // Run copies the tables on a first start, then streams changes until ctx is
 // done (returning nil after a final flush) or, with Config.CatchUp, until
-// every transaction committed before Run started is stored.
+// every transaction committed before Run started is stored. Meanwhile it
+// watches the slot (an invalidated slot stops Run with an error wrapping
+// ErrSlotLost) and writes heartbeats when Config.Heartbeat is set.
 func (r *Replicator) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	aux, stopAux := context.WithCancel(gctx)
+	defer stopAux()
+	g.Go(func() error {
+		defer stopAux()
+		return r.run(gctx)
+	})
+	g.Go(func() error { return r.watchSlot(aux) })
+	if r.cfg.Heartbeat > 0 {
+		g.Go(func() error { return r.heartbeat(aux, r.cfg.Heartbeat) })
+	}
+	return g.Wait()
+}
+
+// run is Run's replication proper.
+func (r *Replicator) run(ctx context.Context) error {
 	conn, err := connect(ctx, r.cfg.ConnString)
 	if err != nil {
 		return err
@@ -62,20 +87,36 @@ func (r *Replicator) Run(ctx context.Context) error {
 	if err := r.capStandbyInterval(ctx, conn); err != nil {
 		return err
 	}
-	rels, err := r.resolve(ctx, conn)
+	stored, err := r.resumeStates(ctx, conn)
 	if err != nil {
 		return err
 	}
-	tms := make([]*schema.TableMap, len(rels))
-	for i, rel := range rels {
-		tms[i] = rel.tm
-	}
-	if err := r.sink.Prepare(ctx, tms); err != nil {
-		return err
-	}
-	start, err := r.startPosition(ctx, conn, rels)
+	rels, err := r.resolve(ctx, conn, stored)
 	if err != nil {
 		return err
+	}
+	if ok, err := hasDDLCapture(ctx, conn); err == nil && !ok {
+		r.log.Info("ferry's DDL capture is not installed (run ferry setup as a superuser): schema changes are seen only when a row of the table changes, and a renamed column looks like a dropped one and an added one")
+	}
+	empty, err := r.prepare(ctx, rels)
+	if err != nil {
+		return err
+	}
+	start, copied, added, err := r.startPosition(ctx, conn, rels)
+	if err != nil {
+		return err
+	}
+	if !copied {
+		if err := r.copyMissing(ctx, union(empty, added), start); err != nil {
+			return err
+		}
+	}
+	for _, rel := range rels {
+		if _, ok := stored[rel.ref.OID]; !ok || copied {
+			if err := r.saveState(ctx, rel); err != nil {
+				return err
+			}
+		}
 	}
 	return r.stream(ctx, rels, start, target)
 }
@@ -95,39 +136,41 @@ func (r *Replicator) capStandbyInterval(ctx context.Context, conn *pgx.Conn) err
 }
 
 // startPosition returns where to stream from, doing the initial copy first
-// when no finished copy belongs to the slot.
-func (r *Replicator) startPosition(ctx context.Context, conn *pgx.Conn, rels []*relation) (pglogrepl.LSN, error) {
+// when no finished copy belongs to the slot (then copied is true).
+func (r *Replicator) startPosition(ctx context.Context, conn *pgx.Conn, rels []*relation) (start pglogrepl.LSN, copied bool, added []*relation, err error) {
 	slot, err := readSlot(ctx, conn, r.cfg.Slot)
 	if err != nil {
-		return 0, err
+		return 0, false, nil, err
 	}
 	state, err := r.store.SnapshotState(ctx, r.cfg.Slot)
 	if err != nil {
-		return 0, fmt.Errorf("read the initial copy's state: %w", err)
+		return 0, false, nil, fmt.Errorf("read the initial copy's state: %w", err)
 	}
 	database := conn.Config().Database
 	if slot.exists {
 		if err := checkSlot(slot, r.cfg.Slot, database); err != nil {
-			return 0, err
+			return 0, false, nil, err
 		}
 		if state.Done {
-			if err := r.ensurePublications(ctx, conn, rels, false); err != nil {
-				return 0, err
+			added, err := r.ensurePublications(ctx, conn, rels, false)
+			if err != nil {
+				return 0, false, nil, err
 			}
 			r.log.Info("resuming", zap.String("slot", r.cfg.Slot), zap.Stringer("confirmed_lsn", slot.confirmed))
-			return slot.confirmed, nil
+			return slot.confirmed, false, added, nil
 		}
 		r.log.Warn("the slot's initial copy did not finish: dropping the slot to copy again", zap.String("slot", r.cfg.Slot))
 		if err := dropSlot(ctx, conn, r.cfg.Slot); err != nil {
-			return 0, err
+			return 0, false, nil, err
 		}
 	} else if state.Done {
 		r.log.Warn("the slot is gone but ClickHouse holds a finished copy: copying every table again", zap.String("slot", r.cfg.Slot))
 	}
-	if err := r.ensurePublications(ctx, conn, rels, true); err != nil {
-		return 0, err
+	if _, err := r.ensurePublications(ctx, conn, rels, true); err != nil {
+		return 0, false, nil, err
 	}
-	return r.initialCopy(ctx, conn, rels)
+	start, err = r.initialCopy(ctx, conn, rels)
+	return start, err == nil, nil, err
 }
 
 // initialCopy creates the slot and copies every table under its snapshot.
@@ -173,16 +216,25 @@ func (r *Replicator) stream(ctx context.Context, rels []*relation, start, target
 	}
 	defer rconn.Close(context.Background())
 	args := []string{"proto_version '1'", "publication_names " + quoteLiteral(pubsList(r.cfg.Publication, rels))}
+	if serverMajor(rconn) >= 14 {
+		// Logical decoding messages: ferry's heartbeats.
+		args = append(args, "messages 'true'")
+	}
 	if err := pglogrepl.StartReplication(ctx, rconn, r.cfg.Slot, start, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
 		return fmt.Errorf("start replication from slot %s: %w", r.cfg.Slot, err)
 	}
-	s := &stream{conn: rconn, cfg: r.cfg, log: r.log, sink: r.sink, retryable: r.retryable,
+	s := &stream{rep: r, conn: rconn, cfg: r.cfg, log: r.log, sink: r.sink, retryable: r.retryable,
 		batch: loader.NewBatcher(r.sink, r.cfg.Batch.MaxRows, r.cfg.Batch.MaxBytes, r.cfg.Batch.MaxAge),
 		byOID: map[uint32]*relation{}, skipped: map[uint32]bool{},
 		lastEnd: start, acked: start, target: target}
 	for _, rel := range rels {
 		s.byOID[rel.ref.OID] = rel
 	}
+	defer func() {
+		if s.sql != nil {
+			s.sql.Close(context.Background())
+		}
+	}()
 	if err := s.sendStatus(false); err != nil {
 		return err
 	}
@@ -210,6 +262,19 @@ func pubsList(main string, rels []*relation) string {
 		names = append(names, schema.QuotePG(main+"_append"))
 	}
 	return strings.Join(names, ",")
+}
+
+// serverMajor is the server's major version, 0 when unknown.
+func serverMajor(conn *pgconn.PgConn) int {
+	v := conn.ParameterStatus("server_version")
+	n := 0
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
 }
 
 // lsnScanner scans a pg_lsn's text form.

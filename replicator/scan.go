@@ -18,14 +18,15 @@ func ScanTable(ctx context.Context, connString string, tm *schema.TableMap, fn f
 	defer conn.Close(context.Background())
 	ref := tableRef{Schema: tm.Source.Schema, Name: tm.Source.Name}
 	rel := &relation{ref: ref, tm: tm}
+	src := allColumns(rel)
 	reader := &copyReader{row: func(fields [][]byte) error {
-		vals, _, err := rel.copyValues(fields)
+		vals, _, err := rel.copyValues(fields, src.from)
 		if err != nil {
 			return err
 		}
 		return fn(vals)
 	}}
-	sql := fmt.Sprintf("COPY %s (%s) TO STDOUT", ref.quoted(), quotedColumns(tm.Source))
+	sql := copySQL(src.table, src.read)
 	if _, err := conn.PgConn().CopyTo(ctx, reader, sql); err != nil {
 		return fmt.Errorf("read %s: %w", ref, err)
 	}

@@ -7,27 +7,30 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
 
 	"github.com/ferry-cdc/ferry/schema"
 )
 
 // ensurePublications creates ferry's publications when missing. On a first
 // start (no usable slot yet) it also sets their table lists; afterwards it
-// only checks that every replicated table is published, since a table
-// added later would need its own initial copy.
-func (r *Replicator) ensurePublications(ctx context.Context, conn *pgx.Conn, rels []*relation, firstStart bool) error {
+// adds the replicated tables that are missing and returns them, since
+// their rows need a copy of their own. Partitioned tables are published
+// through their root, so each is one ClickHouse table.
+func (r *Replicator) ensurePublications(ctx context.Context, conn *pgx.Conn, rels []*relation, firstStart bool) ([]*relation, error) {
+	var added []*relation
 	for _, p := range []struct {
 		name       string
 		appendOnly bool
 		with       string
 	}{
-		{r.cfg.Publication, false, ""},
-		{r.cfg.Publication + "_append", true, " WITH (publish = 'insert')"},
+		{r.cfg.Publication, false, " WITH (publish_via_partition_root = true)"},
+		{r.cfg.Publication + "_append", true, " WITH (publish = 'insert', publish_via_partition_root = true)"},
 	} {
 		list := quotedList(rels, p.appendOnly)
 		exists, all, err := publicationExists(ctx, conn, p.name)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		switch {
 		case !exists && list == "":
@@ -38,14 +41,19 @@ func (r *Replicator) ensurePublications(ctx context.Context, conn *pgx.Conn, rel
 			continue
 		case firstStart && list != "":
 			err = execPub(ctx, conn, p.name, "ALTER PUBLICATION "+schema.QuotePG(p.name)+" SET TABLE "+list)
+			if err == nil {
+				err = execPub(ctx, conn, p.name, "ALTER PUBLICATION "+schema.QuotePG(p.name)+" SET (publish_via_partition_root = true)")
+			}
 		default:
-			err = r.checkPublished(ctx, conn, p.name, rels, p.appendOnly)
+			var more []*relation
+			more, err = r.publishMissing(ctx, conn, p.name, rels, p.appendOnly)
+			added = append(added, more...)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return added, nil
 }
 
 func publicationExists(ctx context.Context, conn *pgx.Conn, name string) (exists, allTables bool, err error) {
@@ -69,22 +77,28 @@ func execPub(ctx context.Context, conn *pgx.Conn, name, sql string) error {
 	return nil
 }
 
-func (r *Replicator) checkPublished(ctx context.Context, conn *pgx.Conn, pub string, rels []*relation, appendOnly bool) error {
+// publishMissing adds to the publication the replicated tables it lacks.
+func (r *Replicator) publishMissing(ctx context.Context, conn *pgx.Conn, pub string, rels []*relation, appendOnly bool) ([]*relation, error) {
 	published, _, err := publicationTables(ctx, conn, pub)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	in := map[uint32]bool{}
 	for _, p := range published {
 		in[p.OID] = true
 	}
+	var added []*relation
 	for _, rel := range rels {
-		if rel.ref.AppendOnly == appendOnly && !in[rel.ref.OID] {
-			return fmt.Errorf("table %s is not in publication %s, and ferry cannot yet add a table to a running replication: "+
-				"replicate it under another --slot and --publication, or drop slot %s to copy every table anew", rel.ref, pub, r.cfg.Slot)
+		if rel.ref.AppendOnly != appendOnly || in[rel.ref.OID] {
+			continue
 		}
+		if err := execPub(ctx, conn, pub, "ALTER PUBLICATION "+schema.QuotePG(pub)+" ADD TABLE "+rel.ref.quoted()); err != nil {
+			return nil, err
+		}
+		r.log.Info("added a table to the publication; its rows will be copied", zap.String("publication", pub), zap.Stringer("table", rel.ref))
+		added = append(added, rel)
 	}
-	return nil
+	return added, nil
 }
 
 // slotState is a replication slot as pg_replication_slots shows it.
@@ -136,8 +150,7 @@ func checkSlot(s slotState, slot, database string) error {
 	case s.active:
 		return fmt.Errorf("slot %s is in use by another connection (another ferry?): stop it, or choose another --slot", slot)
 	case s.walStatus == "lost":
-		return fmt.Errorf("slot %s was invalidated: PostgreSQL removed WAL it still needed (max_slot_wal_keep_size). "+
-			"Resync: SELECT pg_drop_replication_slot('%s'); then start ferry again, which copies every table anew", slot, slot)
+		return slotLost(slot)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
@@ -17,6 +18,7 @@ import (
 // stream follows the slot and feeds the batcher. Its state is only touched
 // by the goroutine running loop.
 type stream struct {
+	rep       *Replicator // for catalog reads and copies of tables that join or change
 	conn      *pgconn.PgConn
 	cfg       Config
 	log       *zap.Logger
@@ -24,6 +26,7 @@ type stream struct {
 	sink      loader.Sink
 	retryable func(error) bool
 
+	sql     *pgx.Conn            // for catalog reads while streaming; opened on first use
 	byOID   map[uint32]*relation // the tables ferry replicates
 	skipped map[uint32]bool      // relations of the publication ferry was not asked for
 
@@ -136,9 +139,11 @@ func (s *stream) copyData(ctx context.Context, data []byte) error {
 func (s *stream) keepalive(ctx context.Context, ka pglogrepl.PrimaryKeepaliveMessage) error {
 	s.serverAt = max(s.serverAt, ka.ServerWALEnd)
 	s.cfg.Observer.ServerWAL(ka.ServerWALEnd)
+	moved := false
 	if !s.inTx && s.batch.Len() == 0 && ka.ServerWALEnd > s.lastEnd {
 		s.lastEnd = ka.ServerWALEnd
 		s.lastCommitTime = time.Time{}
+		moved = true
 	}
 	if s.cfg.CatchUp && !s.inTx && s.lastEnd >= s.target {
 		if err := s.flush(ctx); err != nil {
@@ -148,7 +153,10 @@ func (s *stream) keepalive(ctx context.Context, ka pglogrepl.PrimaryKeepaliveMes
 			return errCaughtUp
 		}
 	}
-	if ka.ReplyRequested {
+	// Confirming at once when caught up lets an idle slot (and the lag
+	// metrics) reach the server's WAL end without waiting for the next
+	// standby interval; the walsender then stops asking.
+	if ka.ReplyRequested || moved {
 		return s.sendStatus(false)
 	}
 	return nil

@@ -58,9 +58,9 @@ var typeColumns = []typeColumn{
 	{name: "vc", pgType: "varchar(10)"},
 	{name: "bp", pgType: "char(5)", pgExpr: "%s"}, // %s, not %s::text, which would strip the padding
 	{name: "b", pgType: "boolean", norm: boolNorm},
-	{name: "d", pgType: "date", pgExpr: "(%s - date '1970-01-01')::text", oldOnly: true},
-	{name: "ts", pgType: "timestamp", pgExpr: "(extract(epoch FROM %s) * 1000000)::bigint::text", oldOnly: true},
-	{name: "tstz", pgType: "timestamptz", pgExpr: "(extract(epoch FROM %s) * 1000000)::bigint::text", oldOnly: true},
+	{name: "d", pgType: "date", pgExpr: "CASE WHEN isfinite(%s) THEN (%s - date '1970-01-01')::text WHEN %s > 'epoch' THEN '2147483647' WHEN %s < 'epoch' THEN '-2147483648' END", oldOnly: true},
+	{name: "ts", pgType: "timestamp", pgExpr: microsSinceEpoch, oldOnly: true},
+	{name: "tstz", pgType: "timestamptz", pgExpr: microsSinceEpoch, oldOnly: true},
 	{name: "tm", pgType: "time", pgExpr: "(extract(epoch FROM %s) * 1000000)::bigint::text"},
 	{name: "u", pgType: "uuid"},
 	{name: "j", pgType: "json"},
@@ -70,7 +70,32 @@ var typeColumns = []typeColumn{
 	{name: "ai", pgType: "int4[] NOT NULL DEFAULT '{}'", pgExpr: "replace(array_to_json(%s)::text, 'null', 'NULL')"},
 	{name: "at", pgType: "text[]"},
 	{name: "iv", pgType: "interval"},
+	{name: "net", pgType: "inet", pgExpr: "%s"}, // inet's text output, which ::text would give a netmask
+	{name: "cid", pgType: "cidr", pgExpr: "%s"},
+	{name: "mac", pgType: "macaddr"},
+	{name: "mny", pgType: "money"},
+	{name: "bits", pgType: "bit(4)"},
+	{name: "vbits", pgType: "varbit"},
+	{name: "tsv", pgType: "tsvector"},
+	{name: "x", pgType: "xml"},
+	{name: "ttz", pgType: "timetz"},
+	{name: "lsn", pgType: "pg_lsn", pgExpr: "(%s - '0/0')::text"},
+	{name: "rng", pgType: "int4range"},
+	{name: "trng", pgType: "tstzrange"},
+	{name: "pt", pgType: "point"},
+	{name: "bx", pgType: "box"},
+	{name: "poly", pgType: "polygon"},
+	{name: "circ", pgType: "circle"},
+	{name: "grid", pgType: "int[][]"},
+	{name: "hs", pgType: "hstore"},
+	{name: "ci", pgType: "citext"},
+	{name: "dom", pgType: "positive"},
 }
+
+// microsSinceEpoch reads a timestamp as ClickHouse 18.16 holds it: an Int64
+// of microseconds since 1970, with infinity the largest and smallest Int64.
+const microsSinceEpoch = "CASE WHEN isfinite(%s) THEN (extract(epoch FROM %s) * 1000000)::bigint::text " +
+	"WHEN %s > 'epoch' THEN '9223372036854775807' WHEN %s < 'epoch' THEN '-9223372036854775808' END"
 
 // typeRows are the rows the types table starts with: extremes, odd values
 // and NULLs, in column order.
@@ -80,17 +105,18 @@ var typeRows = []string{
 	 'ünïcødé ✓ "quotes" ''apos'' ` + "`bt`" + ` \ back', 'abcdefghij', 'ab', true,
 	 '5874897-12-31', '200000-01-01 00:00:00.000001', '200000-01-01 00:00:00.000001+00', '24:00:00',
 	 'ffffffff-ffff-ffff-ffff-ffffffffffff', '{"b": 1,   "a": [1, 2.50]}', '{"b": 1,   "a": [1, 2.50]}', '\x00ff0a27',
-	 'happy', '{2147483647,NULL,-1}', '{"a b",NULL,"NULL","q\"uote","back\\slash",""}', '1 year 2 mons 3 days 04:05:06.789'`,
+	 'happy', '{2147483647,NULL,-1}', '{"a b",NULL,"NULL","q\"uote","back\\slash",""}', '1 year 2 mons 3 days 04:05:06.789', '192.168.0.1/24', '10.0.0.0/8', '08:00:2b:01:02:03', '1234.56', B'1010', B'101', 'a fat cat', '<a>x</a>', '04:05:06.789+05:30', '16/B374D848', '[1,10)', '[2024-01-01 00:00:00+00,infinity)', '(1.5,-2)', '(1,1),(0,0)', '((0,0),(1,1),(1,0))', '<(0,0),2>', '{{1,2},{3,NULL}}', 'a=>1, "b c"=>NULL', 'MiXeD', 42`,
 	`2, -32768, -2147483648, -9223372036854775808, '-Infinity', '5e-324', -99999999.99,
 	 -99999999999999999999999999999999999999, 'NaN', '', '', '', false,
 	 '4713-01-01 BC', '4713-11-24 00:00:00 BC', '1969-07-20 20:17:40.123456+00', '00:00:00',
-	 '00000000-0000-0000-0000-000000000000', '[]', '{}', '\x', 'sad', '{}', '{}', '-1 days'`,
+	 '00000000-0000-0000-0000-000000000000', '[]', '{}', '\x', 'sad', '{}', '{}', '-1 days', '::1', '::/0', 'ff:ff:ff:ff:ff:ff', '-0.01', B'0000', B'', '', '<empty/>', '00:00:00+00', '0/0', 'empty', '(,)', '(0,0)', '(0,0),(0,0)', '((0,0))', '<(1e+300,-1e-300),0>', '{}', '', '', 1`,
 	`3, 0, 1, -1, 'NaN', 0.1, 0.01, 0, '0.000000000000000000000000000000000000000000001',
 	 E'line1\nline2\ttab\r\\', 'x', 'abcde', NULL, '2024-02-29', '2024-02-29 12:34:56.789012',
 	 '2024-02-29 12:34:56.789012+05:30', '12:34:56.789012', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',
-	 'null', '{"k": "vé"}', '\x7f', 'ok', '{1}', NULL, '00:00:00.000001'`,
+	 'null', '{"k": "vé"}', '\x7f', 'ok', '{1}', NULL, '00:00:00.000001', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'FFFFFFFF/FFFFFFFF', NULL, NULL, NULL, NULL, NULL, NULL, '{{{1}}}', NULL, NULL, NULL`,
 	`4, NULL, NULL, NULL, '1e-45', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-	 NULL, NULL, NULL, NULL, '{NULL}', NULL, NULL`,
+	 NULL, NULL, NULL, NULL, '{NULL}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL`,
+	`5, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'infinity', '-infinity', 'infinity', NULL, NULL, NULL, NULL, NULL, NULL, '{}', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL`,
 }
 
 // TestEveryType sends every mapped type's extremes through the initial copy
@@ -103,7 +129,8 @@ func TestEveryType(t *testing.T) {
 		cols = append(cols, `"`+c.name+`" `+c.pgType)
 		names = append(names, `"`+c.name+`"`)
 	}
-	e.exec(`CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')`,
+	e.exec(`CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')`, `CREATE EXTENSION IF NOT EXISTS hstore`, `CREATE EXTENSION IF NOT EXISTS citext`,
+		`CREATE DOMAIN positive AS int CHECK (VALUE > 0)`,
 		`CREATE TABLE types (id int PRIMARY KEY, `+strings.Join(cols, ", ")+`)`)
 	for _, r := range typeRows {
 		e.exec(`INSERT INTO types (id, ` + strings.Join(names, ", ") + `) VALUES (` + r + `)`)

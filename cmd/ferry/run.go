@@ -35,6 +35,7 @@ type runCmd struct {
 	BatchRows  int           `name:"batch-rows" help:"Flush when this many rows are pending." default:"50000" env:"FERRY_BATCH_ROWS"`
 	BatchBytes int           `name:"batch-bytes" help:"Flush when the pending rows hold this many bytes." default:"33554432" env:"FERRY_BATCH_BYTES"`
 	BatchAge   time.Duration `name:"batch-age" help:"Flush when the oldest pending row waited this long." default:"300ms" env:"FERRY_BATCH_AGE"`
+	opsFlags
 }
 
 func (c *runCmd) Run(ctx context.Context, log *zap.Logger) error {
@@ -43,21 +44,25 @@ func (c *runCmd) Run(ctx context.Context, log *zap.Logger) error {
 		return err
 	}
 	defer sink.Close()
+	obs := newObserver(newCopyProgress(log))
 	rep, err := replicator.New(replicator.Config{
-		ConnString:  c.PG,
-		Slot:        c.Slot,
-		Publication: c.Publication,
-		Tables:      c.Tables,
-		AppendOnly:  c.AppendOnly,
-		TextColumns: c.TextColumns,
-		CatchUp:     c.CatchUp,
-		Batch:       replicator.BatchConfig{MaxRows: c.BatchRows, MaxBytes: c.BatchBytes, MaxAge: c.BatchAge},
-		Logger:      log,
+		ConnString:     c.PG,
+		Slot:           c.Slot,
+		Publication:    c.Publication,
+		Tables:         c.Tables,
+		AppendOnly:     c.AppendOnly,
+		TextColumns:    c.TextColumns,
+		CatchUp:        c.CatchUp,
+		Batch:          replicator.BatchConfig{MaxRows: c.BatchRows, MaxBytes: c.BatchBytes, MaxAge: c.BatchAge},
+		Logger:         log,
+		Observer:       obs,
+		Heartbeat:      c.Heartbeat,
+		MaxRetainedWAL: int64(c.MaxRetainedWAL),
 	}, sink, sink, sink.Capabilities(), clickhouse.IsRetryable)
 	if err != nil {
 		return err
 	}
-	return rep.Run(ctx)
+	return c.runOps(ctx, rep, obs, log)
 }
 
 // openSink connects to ClickHouse, into the database the flags name or

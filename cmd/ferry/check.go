@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"go.uber.org/zap"
+
+	"github.com/ferry-cdc/ferry/replicator"
+)
+
+type checkCmd struct {
+	connFlags
+	tableFlags
+	JSON bool `name:"json" help:"Print the problems as JSON."`
+}
+
+// Run lists every problem found in PostgreSQL and ClickHouse, and fails if
+// any would stop ferry run.
+func (c *checkCmd) Run(ctx context.Context, log *zap.Logger) error {
+	cfg := replicator.Config{ConnString: c.PG, Slot: c.Slot, Publication: c.Publication, Tables: c.Tables,
+		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns, Logger: zap.NewNop()}
+	var ps []replicator.Problem
+	var info []string
+	found, err := replicator.Check(ctx, cfg)
+	if err != nil {
+		ps = append(ps, replicator.Problem{Check: "postgresql", Blocking: true, Detail: err.Error(),
+			Fix: "check --pg (host, port, user, password, database) and that PostgreSQL accepts the connection (pg_hba.conf)"})
+	}
+	ps = append(ps, found...)
+	sink, err := openSink(ctx, c.connFlags, zap.NewNop())
+	if err != nil {
+		ps = append(ps, replicator.Problem{Check: "clickhouse", Blocking: true, Detail: err.Error(),
+			Fix: "check --ch: the native TCP port (9000), the user and the password"})
+	} else {
+		info = append(info, fmt.Sprintf("ClickHouse %s reachable, database %s", sink.ServerVersion(), sink.Database()))
+		sink.Close()
+	}
+	blocking := 0
+	for _, p := range ps {
+		if p.Blocking {
+			blocking++
+		}
+	}
+	if c.JSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(map[string]any{"problems": ps, "info": info}); err != nil {
+			return err
+		}
+	} else {
+		for _, i := range info {
+			fmt.Println("ok     ", i)
+		}
+		for _, p := range ps {
+			level := "WARN   "
+			if p.Blocking {
+				level = "BLOCKS "
+			}
+			fmt.Printf("%s%s: %s\n       fix: %s\n", level, p.Check, p.Detail, p.Fix)
+		}
+		if len(ps) == 0 {
+			fmt.Println("ok      no problem found")
+		}
+	}
+	if blocking > 0 {
+		return fmt.Errorf("check: %d problems block ferry run", blocking)
+	}
+	log.Debug("check passed", zap.Int("warnings", len(ps)))
+	return nil
+}

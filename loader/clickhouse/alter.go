@@ -1,0 +1,94 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/ferry-cdc/ferry/loader"
+	"github.com/ferry-cdc/ferry/schema"
+)
+
+var _ loader.Evolver = (*Sink)(nil)
+
+// AlterTable applies in-place column changes, one ALTER statement each
+// (ClickHouse takes one statement per call).
+func (s *Sink) AlterTable(ctx context.Context, tm *schema.TableMap, changes []schema.ColumnChange) error {
+	for _, c := range changes {
+		q := tm.AlterSQL(s.db, c)
+		if err := s.exec(ctx, q, "alter table "+s.table(tm.Name)); err != nil {
+			return reject(err)
+		}
+		s.log.Info("altered table", zap.String("table", tm.Name), zap.String("statement", q))
+	}
+	return nil
+}
+
+// RenameTable renames a table within the sink's database.
+func (s *Sink) RenameTable(ctx context.Context, from, to *schema.TableMap) error {
+	if from.Name == to.Name {
+		return nil
+	}
+	q := schema.RenameTableSQL(s.db, [2]string{from.Name, to.Name})
+	if err := s.exec(ctx, q, fmt.Sprintf("rename table %s to %s", s.table(from.Name), s.table(to.Name))); err != nil {
+		return reject(err)
+	}
+	return nil
+}
+
+// SwapTable puts shadow in target's place with one RENAME TABLE of both,
+// then drops the old table.
+func (s *Sink) SwapTable(ctx context.Context, target, shadow *schema.TableMap) error {
+	old := target.Name + "__ferry_old"
+	if err := s.exec(ctx, "DROP TABLE IF EXISTS "+s.table(old), "drop table "+s.table(old)); err != nil {
+		return err
+	}
+	exists, err := s.Exists(ctx, target)
+	if err != nil {
+		return err
+	}
+	pairs := [][2]string{{shadow.Name, target.Name}}
+	if exists {
+		pairs = [][2]string{{target.Name, old}, {shadow.Name, target.Name}}
+	}
+	if err := s.exec(ctx, schema.RenameTableSQL(s.db, pairs...), "swap in the rebuilt "+s.table(target.Name)); err != nil {
+		return reject(err)
+	}
+	if exists {
+		return s.exec(ctx, "DROP TABLE IF EXISTS "+s.table(old), "drop table "+s.table(old))
+	}
+	return nil
+}
+
+// Exists reports whether the table is in the sink's database.
+func (s *Sink) Exists(ctx context.Context, tm *schema.TableMap) (bool, error) {
+	cols, err := s.columns(ctx, tm.Name)
+	if err != nil {
+		return false, err
+	}
+	return len(cols) > 0, nil
+}
+
+// Matches reports whether the table exists and whether its columns are
+// the mapping's.
+func (s *Sink) Matches(ctx context.Context, tm *schema.TableMap) (exists, matches bool, err error) {
+	have, err := s.columns(ctx, tm.Name)
+	if err != nil || len(have) == 0 {
+		return false, false, err
+	}
+	return true, checkColumns(s.db, tm, have) == nil, nil
+}
+
+// Replace puts an empty table of the mapping in place of the existing one.
+func (s *Sink) Replace(ctx context.Context, tm *schema.TableMap) error {
+	shadow := *tm
+	shadow.Name = tm.Name + "__ferry_new"
+	if err := s.exec(ctx, "DROP TABLE IF EXISTS "+s.table(shadow.Name), "drop table "+s.table(shadow.Name)); err != nil {
+		return err
+	}
+	if err := s.prepareTable(ctx, &shadow); err != nil {
+		return err
+	}
+	return s.SwapTable(ctx, tm, &shadow)
+}

@@ -1,0 +1,72 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ferry-cdc/ferry/loader"
+	"github.com/ferry-cdc/ferry/schema"
+)
+
+// tableStateTable keeps, per slot and table, the source description the
+// ClickHouse table was last made to match.
+const tableStateTable = "_ferry_tables"
+
+var _ loader.TableStateStore = (*Sink)(nil)
+
+func (s *Sink) ensureTableStateTable(ctx context.Context) error {
+	if err := s.ensureSnapshotTable(ctx); err != nil { // creates the database too
+		return err
+	}
+	ddl := "CREATE TABLE IF NOT EXISTS " + s.table(tableStateTable) +
+		" (slot String, oid UInt32, state String, updated UInt64) ENGINE = ReplacingMergeTree(updated) ORDER BY (slot, oid)"
+	return s.exec(ctx, ddl, fmt.Sprintf("create table %s", s.table(tableStateTable)))
+}
+
+// TableStates returns the last state set for each table of the slot.
+func (s *Sink) TableStates(ctx context.Context, slot string) (map[uint32][]byte, error) {
+	if err := s.ensureTableStateTable(ctx); err != nil {
+		return nil, err
+	}
+	q := "SELECT oid, state FROM " + s.table(tableStateTable) + " FINAL WHERE slot = " + schema.QuoteCHString(slot)
+	rows, err := s.conn.Query(ctx, q)
+	if err != nil {
+		return nil, s.red.wrap(err, "clickhouse: read table states of slot %q", slot)
+	}
+	defer rows.Close()
+	states := map[uint32][]byte{}
+	for rows.Next() {
+		var oid uint32
+		var state string
+		if err := rows.Scan(&oid, &state); err != nil {
+			return nil, s.red.wrap(err, "clickhouse: read table states of slot %q", slot)
+		}
+		states[oid] = []byte(state)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.red.wrap(err, "clickhouse: read table states of slot %q", slot)
+	}
+	return states, nil
+}
+
+// SetTableState records a table's state for the slot; the latest call wins.
+func (s *Sink) SetTableState(ctx context.Context, slot string, oid uint32, state []byte) error {
+	if err := s.ensureTableStateTable(ctx); err != nil {
+		return err
+	}
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(tableStateTable)+" (slot, oid, state, updated)")
+	if err != nil {
+		return s.red.wrap(err, "clickhouse: set table state of slot %q", slot)
+	}
+	updated := max(uint64(time.Now().UnixNano()), s.lastUpdated+1)
+	s.lastUpdated = updated
+	if err := batch.Append(slot, oid, string(state), updated); err != nil {
+		_ = batch.Abort()
+		return fmt.Errorf("clickhouse: set table state of slot %q: %w", slot, err)
+	}
+	if err := batch.Send(); err != nil {
+		return s.red.wrap(err, "clickhouse: set table state of slot %q", slot)
+	}
+	return nil
+}

@@ -1,0 +1,175 @@
+package replicator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ferry-cdc/ferry/schema"
+)
+
+// Problem is one thing Check found wrong, with its fix.
+type Problem struct {
+	// Check names what was checked, e.g. "wal_level".
+	Check string `json:"check"`
+	// Detail says what is wrong.
+	Detail string `json:"detail"`
+	// Fix says what to do about it.
+	Fix string `json:"fix"`
+	// Blocking is set when ferry run would fail because of it; otherwise
+	// it is a warning.
+	Blocking bool `json:"blocking"`
+}
+
+// Check inspects the server, the role, the slot and the tables cfg names
+// and returns every problem it finds, changing nothing. The error is for a
+// failure to check at all (no connection).
+func Check(ctx context.Context, cfg Config) ([]Problem, error) {
+	cfg = cfg.withDefaults()
+	conn, err := connect(ctx, cfg.ConnString)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	var ps []Problem
+	for _, check := range []func(context.Context, *pgx.Conn, Config) ([]Problem, error){checkServer, checkCapacity, checkTables} {
+		found, err := check(ctx, conn, cfg)
+		if err != nil {
+			return ps, err
+		}
+		ps = append(ps, found...)
+	}
+	return ps, nil
+}
+
+func checkServer(ctx context.Context, conn *pgx.Conn, cfg Config) ([]Problem, error) {
+	var ps []Problem
+	var walLevel, keep, user string
+	var canReplicate, super bool
+	err := conn.QueryRow(ctx, `SELECT current_setting('wal_level'), current_setting('max_slot_wal_keep_size'),
+			current_user, rolreplication OR rolsuper, rolsuper FROM pg_roles WHERE rolname = current_user`).
+		Scan(&walLevel, &keep, &user, &canReplicate, &super)
+	if err != nil {
+		return nil, fmt.Errorf("read server settings: %w", err)
+	}
+	if walLevel != "logical" {
+		ps = append(ps, Problem{Check: "wal_level", Blocking: true, Detail: fmt.Sprintf("wal_level is %q, logical replication needs 'logical'", walLevel),
+			Fix: "ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL"})
+	}
+	if !canReplicate {
+		ps = append(ps, Problem{Check: "privileges", Blocking: true, Detail: fmt.Sprintf("role %s lacks the REPLICATION attribute", user),
+			Fix: fmt.Sprintf("as a superuser: ALTER ROLE %s REPLICATION", schema.QuotePG(user))})
+	}
+	if keep == "-1" {
+		ps = append(ps, Problem{Check: "max_slot_wal_keep_size", Detail: "max_slot_wal_keep_size is -1: a stopped ferry's slot keeps WAL until the disk fills",
+			Fix: "ALTER SYSTEM SET max_slot_wal_keep_size = '50GB'; SELECT pg_reload_conf() (size it to the outage you want to survive)"})
+	}
+	slot, err := readSlot(ctx, conn, cfg.Slot)
+	if err != nil {
+		return nil, err
+	}
+	if slot.exists {
+		if err := checkSlot(slot, cfg.Slot, conn.Config().Database); err != nil {
+			ps = append(ps, Problem{Check: "slot", Blocking: true, Detail: err.Error(),
+				Fix: "see the detail; `ferry teardown` removes ferry's slot and publications"})
+		}
+	}
+	return ps, nil
+}
+
+// checkCapacity looks for a free replication slot and walsender.
+func checkCapacity(ctx context.Context, conn *pgx.Conn, cfg Config) ([]Problem, error) {
+	var ps []Problem
+	var maxSlots, usedSlots, maxSenders, usedSenders int
+	var ours bool
+	err := conn.QueryRow(ctx, `SELECT current_setting('max_replication_slots')::int,
+			(SELECT count(*) FROM pg_replication_slots)::int,
+			EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1),
+			current_setting('max_wal_senders')::int,
+			(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'walsender')::int`, cfg.Slot).
+		Scan(&maxSlots, &usedSlots, &ours, &maxSenders, &usedSenders)
+	if err != nil {
+		return nil, fmt.Errorf("read replication capacity: %w", err)
+	}
+	if !ours && usedSlots >= maxSlots {
+		ps = append(ps, Problem{Check: "replication slots", Blocking: true,
+			Detail: fmt.Sprintf("all %d replication slots are in use", maxSlots),
+			Fix:    "raise max_replication_slots and restart PostgreSQL, or drop an unused slot (SELECT slot_name FROM pg_replication_slots WHERE NOT active)"})
+	}
+	if usedSenders >= maxSenders {
+		ps = append(ps, Problem{Check: "wal senders", Blocking: true,
+			Detail: fmt.Sprintf("all %d WAL senders are in use", maxSenders),
+			Fix:    "raise max_wal_senders and restart PostgreSQL, or stop an idle replication client"})
+	}
+	return ps, nil
+}
+
+// checkTables checks what ferry would replicate: each table exists, can be
+// read, and has a key and a replica identity.
+func checkTables(ctx context.Context, conn *pgx.Conn, cfg Config) ([]Problem, error) {
+	r := &Replicator{cfg: cfg, log: cfg.Logger}
+	refs, err := r.tableRefs(ctx, conn)
+	if err != nil {
+		return []Problem{{Check: "tables", Blocking: true, Detail: err.Error(), Fix: "name existing tables with --tables"}}, nil
+	}
+	var ps []Problem
+	var noIdentity, unowned []string
+	ok := 0
+	for _, ref := range refs {
+		var canSelect, owns, hasPK, hasKey bool
+		var ident string
+		err := conn.QueryRow(ctx, `SELECT has_table_privilege(c.oid, 'SELECT'),
+				pg_has_role(c.relowner, 'USAGE'),
+				EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary),
+				EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisunique AND i.indpred IS NULL AND i.indexprs IS NULL),
+				c.relreplident::text
+			FROM pg_class c WHERE c.oid = $1`, ref.OID).Scan(&canSelect, &owns, &hasPK, &hasKey, &ident)
+		if err != nil {
+			return nil, fmt.Errorf("inspect table %s: %w", ref, err)
+		}
+		if !canSelect {
+			ps = append(ps, Problem{Check: "privileges", Blocking: true, Detail: "no SELECT privilege on " + ref.String(),
+				Fix: fmt.Sprintf("GRANT SELECT ON %s TO <ferry's role>", ref.quoted())})
+			continue
+		}
+		if !owns {
+			unowned = append(unowned, ref.String())
+		}
+		identity := ident == "f" || (ident == "d" && hasPK) || ident == "i"
+		switch {
+		case ref.AppendOnly:
+			ok++
+		case !identity:
+			noIdentity = append(noIdentity, ref.String())
+		case ident == "f" && !hasKey:
+			ps = append(ps, Problem{Check: "keys", Detail: ref.String() + " has REPLICA IDENTITY FULL but no primary key: rows equal in every column are kept once in ClickHouse",
+				Fix: fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (...)", ref.quoted())})
+			ok++
+		default:
+			ok++
+		}
+	}
+	if len(noIdentity) > 0 {
+		ps = append(ps, Problem{Check: "replica identity",
+			Detail: "ferry leaves out these tables, which have no primary key or replica identity: " + strings.Join(noIdentity, ", "),
+			Fix:    "add a primary key, or ALTER TABLE ... REPLICA IDENTITY FULL, or replicate them insert-only with --append-only"})
+	}
+	if len(unowned) > 0 {
+		exists, _, err := publicationExists(ctx, conn, cfg.Publication)
+		if err != nil {
+			return nil, err
+		}
+		if !exists {
+			ps = append(ps, Problem{Check: "privileges", Blocking: true,
+				Detail: "publication " + cfg.Publication + " does not exist and the role does not own " + strings.Join(unowned, ", "),
+				Fix:    fmt.Sprintf("have the owner (or a superuser) run CREATE PUBLICATION %s FOR TABLE ...", schema.QuotePG(cfg.Publication))})
+		}
+	}
+	if ok == 0 {
+		ps = append(ps, Problem{Check: "tables", Blocking: true, Detail: "no table ferry could replicate",
+			Fix: "name tables with --tables, or create tables with a primary key"})
+	}
+	return ps, nil
+}

@@ -1,0 +1,130 @@
+package replicator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+
+	"github.com/ferry-cdc/ferry/loader"
+	"github.com/ferry-cdc/ferry/schema"
+)
+
+// prepare makes every table's ClickHouse side ready and returns the tables
+// whose rows are not there: missing tables (created now) and tables whose
+// columns are not the mapping's (replaced by empty ones; the schema
+// changed while ferry was stopped, or a rebuild was cut short).
+func (r *Replicator) prepare(ctx context.Context, rels []*relation) ([]*relation, error) {
+	var empty []*relation
+	if ev, ok := r.sink.(interface {
+		Matches(ctx context.Context, tm *schema.TableMap) (bool, bool, error)
+		Replace(ctx context.Context, tm *schema.TableMap) error
+	}); ok {
+		for _, rel := range rels {
+			exists, matches, err := ev.Matches(ctx, rel.tm)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case !exists:
+				empty = append(empty, rel)
+			case !matches:
+				r.log.Warn("the ClickHouse table's columns are not the table's: replacing it with a fresh copy",
+					zap.Stringer("table", rel.ref), zap.String("clickhouse_table", rel.tm.Name))
+				if err := ev.Replace(ctx, rel.tm); err != nil {
+					return nil, err
+				}
+				empty = append(empty, rel)
+			}
+		}
+	}
+	tms := make([]*schema.TableMap, len(rels))
+	for i, rel := range rels {
+		tms[i] = rel.tm
+	}
+	return empty, r.sink.Prepare(ctx, tms)
+}
+
+// copyMissing copies, on a restart, the tables prepare found without rows.
+// Their rows get the resume position as version: every change replayed
+// from there has a higher one.
+func (r *Replicator) copyMissing(ctx context.Context, rels []*relation, start pglogrepl.LSN) error {
+	for _, rel := range rels {
+		r.log.Info("copying a table whose rows ClickHouse lacks", zap.Stringer("table", rel.ref))
+		if err := r.copyFresh(ctx, rel, rel.tm, uint64(start)); err != nil {
+			return fmt.Errorf("copy %s: %w", rel.ref, err)
+		}
+	}
+	return nil
+}
+
+// union lists the relations of a and b, each once.
+func union(a, b []*relation) []*relation {
+	seen := map[*relation]bool{}
+	var out []*relation
+	for _, r := range append(append([]*relation{}, a...), b...) {
+		if !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func newRelation(ref tableRef, tm *schema.TableMap, d described) *relation {
+	return &relation{ref: ref, tm: tm, typeOIDs: d.typeOIDs, attnums: d.attnums, hasDefault: d.hasDefault, partitions: d.partitions, doc: d.doc}
+}
+
+// saveState stores the description the table's ClickHouse side now
+// matches, where the sink keeps such states.
+func (r *Replicator) saveState(ctx context.Context, rel *relation) error {
+	store, ok := r.sink.(loader.TableStateStore)
+	if !ok {
+		return nil
+	}
+	doc, err := json.Marshal(rel.doc)
+	if err != nil {
+		return fmt.Errorf("encode the description of %s: %w", rel.ref, err)
+	}
+	return store.SetTableState(ctx, r.cfg.Slot, rel.ref.OID, doc)
+}
+
+// storedStates reads the descriptions saved for the slot's tables.
+func (r *Replicator) storedStates(ctx context.Context) (map[uint32]catalogTable, error) {
+	store, ok := r.sink.(loader.TableStateStore)
+	if !ok {
+		return nil, nil
+	}
+	raw, err := store.TableStates(ctx, r.cfg.Slot)
+	if err != nil {
+		return nil, err
+	}
+	docs := make(map[uint32]catalogTable, len(raw))
+	for oid, b := range raw {
+		var doc catalogTable
+		if err := json.Unmarshal(b, &doc); err != nil {
+			r.log.Warn("ignoring a stored table description ferry cannot read", zap.Uint32("oid", oid), zap.Error(err))
+			continue
+		}
+		docs[oid] = doc
+	}
+	return docs, nil
+}
+
+// resumeStates returns the stored table descriptions when this start
+// resumes a slot whose initial copy finished, and nil on a first start,
+// which describes every table afresh.
+func (r *Replicator) resumeStates(ctx context.Context, conn *pgx.Conn) (map[uint32]catalogTable, error) {
+	slot, err := readSlot(ctx, conn, r.cfg.Slot)
+	if err != nil || !slot.exists {
+		return nil, err
+	}
+	state, err := r.store.SnapshotState(ctx, r.cfg.Slot)
+	if err != nil || !state.Done {
+		return nil, err
+	}
+	return r.storedStates(ctx)
+}
