@@ -18,6 +18,19 @@ import (
 // no row of the interrupted one behind. Rows get Version 0: any change
 // streamed afterwards wins over them.
 func (r *Replicator) copyTables(ctx context.Context, snapshot string, rels []*relation) error {
+	return r.inSnapshot(ctx, snapshot, func(conn *pgx.Conn) error {
+		for _, rel := range rels {
+			if err := r.copyTable(ctx, conn, rel, rel.tm, 0, allColumns(rel)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// inSnapshot runs fn in a read-only REPEATABLE READ transaction on a
+// connection of its own, importing snapshot first unless it is "".
+func (r *Replicator) inSnapshot(ctx context.Context, snapshot string, fn func(conn *pgx.Conn) error) error {
 	conn, err := connect(ctx, r.cfg.ConnString)
 	if err != nil {
 		return err
@@ -25,16 +38,16 @@ func (r *Replicator) copyTables(ctx context.Context, snapshot string, rels []*re
 	defer conn.Close(context.Background())
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return fmt.Errorf("initial copy: begin: %w", err)
+		return fmt.Errorf("copy: begin: %w", err)
 	}
 	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(snapshot)); err != nil {
-		return fmt.Errorf("initial copy: import snapshot %s: %w", snapshot, err)
-	}
-	for _, rel := range rels {
-		if err := r.copyTable(ctx, conn, rel, rel.tm, 0, allColumns(rel)); err != nil {
-			return err
+	if snapshot != "" {
+		if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(snapshot)); err != nil {
+			return fmt.Errorf("copy: import snapshot %s: %w", snapshot, err)
 		}
+	}
+	if err := fn(conn); err != nil {
+		return err
 	}
 	return tx.Commit(ctx)
 }
@@ -44,32 +57,19 @@ func (r *Replicator) copyTables(ctx context.Context, snapshot string, rels []*re
 // change that caused it is consistent, since the copy's rows get version
 // and every later change has a higher one.
 func (r *Replicator) copyFresh(ctx context.Context, rel *relation, target *schema.TableMap, version uint64) error {
-	conn, err := connect(ctx, r.cfg.ConnString)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return fmt.Errorf("copy of %s: begin: %w", rel.ref, err)
-	}
-	defer tx.Rollback(context.Background())
-	now, err := describeTable(ctx, conn, rel.ref)
-	if err != nil {
-		return err
-	}
-	src := project(rel, now)
-	if src.placeholders > 0 {
-		rel.stale = true
-		r.log.Warn("the table changed again since the point the stream is at: columns that no longer match are copied as empty values, "+
-			"and the table is rebuilt again when the stream reaches the later change", zap.Stringer("table", rel.ref), zap.Int("columns", src.placeholders))
-	} else {
-		rel.stale = false
-	}
-	if err := r.copyTable(ctx, conn, rel, target, version, src); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
+	return r.inSnapshot(ctx, "", func(conn *pgx.Conn) error {
+		now, err := describeTable(ctx, conn, rel.ref)
+		if err != nil {
+			return err
+		}
+		src := project(rel, now)
+		rel.stale = src.placeholders > 0
+		if rel.stale {
+			r.log.Warn("the table changed again since the point the stream is at: columns that no longer match are copied as empty values, "+
+				"and the table is rebuilt again when the stream reaches the later change", zap.Stringer("table", rel.ref), zap.Int("columns", src.placeholders))
+		}
+		return r.copyTable(ctx, conn, rel, target, version, src)
+	})
 }
 
 // source says which of the stream's columns a copy reads from the
