@@ -12,7 +12,7 @@ import (
 
 // walData handles one pgoutput message.
 func (s *stream) walData(ctx context.Context, xld pglogrepl.XLogData) error {
-	msg, err := pglogrepl.Parse(xld.WALData)
+	msg, err := parseMessage(xld.WALData)
 	if err != nil {
 		return fmt.Errorf("slot %s: parse pgoutput message at %s: %w", s.cfg.Slot, xld.WALStart, err)
 	}
@@ -183,3 +183,89 @@ func (s *stream) add(rel *relation, row loader.Row, size int) error {
 func (s *stream) observe(rel *relation, op string) {
 	s.cfg.Observer.Change(rel.ref.String(), op)
 }
+
+// parseMessage parses a pgoutput message. pglogrepl.Parse indexes into
+// the data unchecked in places (an empty message makes it panic), so a
+// malformed message from the server becomes an error here, not a crash.
+func parseMessage(data []byte) (msg pglogrepl.Message, err error) {
+	if len(data) == 0 {
+		return nil, fmt.Errorf("empty pgoutput message")
+	}
+	if err := checkTuples(data); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			msg, err = nil, fmt.Errorf("malformed pgoutput message %q…: %v", truncate(data, 32), p)
+		}
+	}()
+	return pglogrepl.Parse(data)
+}
+
+func truncate(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+// checkTuples walks the tuples of an insert, update or delete message and
+// checks that every value's length fits in the message: pglogrepl
+// allocates what a length says before it reads, so a corrupt length could
+// otherwise take gigabytes.
+func checkTuples(data []byte) error {
+	switch data[0] {
+	case 'I', 'U', 'D':
+	case 'T': // relation count, options, then one OID per relation
+		if len(data) < 6 || int64(binaryUint32(data[1:]))*4 > int64(len(data)-6) {
+			return fmt.Errorf("malformed pgoutput truncate message")
+		}
+		return nil
+	default:
+		return nil
+	}
+	p := 5 // type byte and relation OID
+	for p < len(data) {
+		switch data[p] {
+		case 'K', 'O', 'N':
+			n, err := tupleLen(data[p+1:])
+			if err != nil {
+				return fmt.Errorf("malformed pgoutput %q message: %w", data[0], err)
+			}
+			p += 1 + n
+		default:
+			return fmt.Errorf("malformed pgoutput %q message: unexpected byte %q at %d", data[0], data[p], p)
+		}
+	}
+	return nil
+}
+
+// tupleLen returns the length of the TupleData at the start of b.
+func tupleLen(b []byte) (int, error) {
+	if len(b) < 2 {
+		return 0, fmt.Errorf("tuple cut short")
+	}
+	cols, p := int(b[0])<<8|int(b[1]), 2
+	for i := 0; i < cols; i++ {
+		if p >= len(b) {
+			return 0, fmt.Errorf("tuple cut short at column %d", i)
+		}
+		kind := b[p]
+		p++
+		if kind != pglogrepl.TupleDataTypeText && kind != pglogrepl.TupleDataTypeBinary {
+			continue
+		}
+		if p+4 > len(b) {
+			return 0, fmt.Errorf("tuple cut short at column %d", i)
+		}
+		n := int(binaryUint32(b[p:]))
+		p += 4
+		if n < 0 || n > len(b)-p {
+			return 0, fmt.Errorf("column %d says %d bytes, %d are left", i, n, len(b)-p)
+		}
+		p += n
+	}
+	return p, nil
+}
+
+func binaryUint32(b []byte) uint32 { return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) }
