@@ -43,9 +43,9 @@ vet:
 test: stack-up fmt-check
 	. .stack/env && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
 
-## demo: build, start the stack and run the demo
+## demo: build, start the stack and run the demo (FOLLOW=1: keep writing and replicating until Ctrl-C)
 demo:
-	bash deploy/demo.sh
+	FOLLOW="$(FOLLOW)" bash deploy/demo.sh
 
 ## measure: build, start the stack and benchmark catch-up and initial load (RUNS=3; raw timings in .stack/measure/)
 measure: build stack-up

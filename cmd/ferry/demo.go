@@ -34,6 +34,7 @@ type demoCmd struct {
 	Orders       int           `help:"Orders to seed before replication starts." default:"500000"`
 	WritesPerSec int           `name:"writes-per-sec" help:"Rate of the write stream (new orders, status updates, a few deletes) while ferry replicates." default:"200"`
 	Duration     time.Duration `help:"How long to stream while the writes go on." default:"20s"`
+	Follow       bool          `help:"Keep the writes and the stream going, printing the lag every 2 s, until Ctrl-C (instead of --duration and the comparison)." env:"FERRY_DEMO_FOLLOW"`
 }
 
 // Run (re)creates the ferry_demo databases, seeds them, replicates them
@@ -140,6 +141,10 @@ func (d *demo) run(ctx context.Context) error {
 	if err := d.replicate(ctx, true); err != nil {
 		return err
 	}
+	if d.cfg.Follow {
+		d.say("[4/5] Initial copy and catch-up into ClickHouse took %s; now streaming until Ctrl-C:", since(start))
+		return d.follow(ctx, w)
+	}
 	d.say("[4/5] Initial copy and catch-up into ClickHouse took %s; now streaming for %s:", since(start), d.cfg.Duration)
 	if err := d.stream(ctx, w); err != nil {
 		return err
@@ -208,6 +213,44 @@ func (d *demo) stream(ctx context.Context, w *writer) error {
 	}
 	d.say("\n[5/5] Stopped the writes (%s new orders, %s status updates, %s deletes); final catch-up took %s",
 		thousands(int64(stats.inserts)), thousands(int64(stats.updates)), thousands(int64(stats.deletes)), since(start))
+	return nil
+}
+
+// follow replicates while the writes go on, printing progress every 2 s,
+// until ctx is done (Ctrl-C); then it stops the writes, lets the stream
+// flush and confirm, and says where to look. The slot stays.
+func (d *demo) follow(ctx context.Context, w *writer) error {
+	errc := make(chan error, 1)
+	go func() { errc <- d.replicate(ctx, false) }()
+	d.say("\n%8s  %18s  %18s  %10s  %8s", "elapsed", "orders, PostgreSQL", "orders, ClickHouse", "slot lag", "writes")
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	start := time.Now()
+	for ctx.Err() == nil {
+		select {
+		case err := <-errc:
+			if ctx.Err() != nil {
+				errc <- err
+				break
+			}
+			return fmt.Errorf("replication stopped: %w", err)
+		case <-ctx.Done():
+		case <-tick.C:
+			if err := d.progress(ctx, start, w.n.Load()); err != nil && ctx.Err() == nil {
+				return err
+			}
+		}
+	}
+	stats, werr := w.stop()
+	if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	d.say("\n[5/5] Stopped after %s: the writes made %s new orders, %s status updates and %s deletes; ferry flushed and confirmed what it had.",
+		time.Since(start).Round(time.Second), thousands(int64(stats.inserts)), thousands(int64(stats.updates)), thousands(int64(stats.deletes)))
+	if werr != nil {
+		d.say("The writes had failed: %v", werr)
+	}
+	d.hints()
 	return nil
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
+
+	"github.com/ferry-cdc/ferry/loader/clickhouse"
 )
 
 // TestDemo runs the demo twice with tiny sizes against the local stack (the
@@ -37,6 +40,75 @@ func TestDemo(t *testing.T) {
 	}
 	dbURL, err := withDatabase(pgURL, demoName)
 	if err != nil {
+		t.Fatal(err)
+	}
+	pg, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(context.Background())
+	opts, err := ch.ParseDSN(chURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Auth.Database = demoName
+	conn, err := ch.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	checkSameRows(ctx, t, pg, conn)
+}
+
+// TestDemoFollow runs the demo with --follow and stops it as Ctrl-C would:
+// it must stream until then, stop cleanly and leave both sides equal.
+func TestDemoFollow(t *testing.T) {
+	pgURL, chURL := os.Getenv("FERRY_PG_URL"), os.Getenv("FERRY_CH_URL")
+	if pgURL == "" || chURL == "" {
+		t.Skip("FERRY_PG_URL and FERRY_CH_URL are not set (make stack-up; . .stack/env)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out := &syncBuffer{}
+	runCtx, interrupt := context.WithCancel(ctx)
+	c := &demoCmd{connFlags: connFlags{PG: pgURL, CH: chURL}, Orders: 3000, WritesPerSec: 100, Follow: true}
+	done := make(chan error, 1)
+	go func() { done <- runDemo(runCtx, c, zap.NewNop(), out) }()
+	// Two progress lines (every 2 s) after the initial copy, then "Ctrl-C".
+	for deadline := time.Now().Add(45 * time.Second); strings.Count(out.String(), "\n") < 12 || !strings.Contains(out.String(), "until Ctrl-C"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no progress:\n%s", out.String())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(4500 * time.Millisecond)
+	interrupt()
+	if err := <-done; err != nil {
+		t.Fatalf("demo --follow: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"[5/5] Stopped after", "Look around:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "Full results identical") {
+		t.Errorf("--follow ran the comparison:\n%s", out.String())
+	}
+	t.Log(out.String())
+	// After the stop, a catch-up brings ClickHouse level with PostgreSQL.
+	dbURL, err := withDatabase(pgURL, demoName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &demo{cfg: c, out: io.Discard, log: zap.NewNop(), dbURL: dbURL}
+	defer d.close()
+	if err := d.connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d.sink, err = clickhouse.New(ctx, clickhouse.Config{DSN: chURL, Database: demoName}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.replicate(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	pg, err := pgx.Connect(ctx, dbURL)

@@ -17,6 +17,7 @@ type connFlags struct {
 	PG         string `name:"pg" help:"PostgreSQL connection URL." env:"FERRY_PG_URL" required:""`
 	CH         string `name:"ch" help:"ClickHouse native-protocol URL, e.g. clickhouse://default@127.0.0.1:9000." env:"FERRY_CH_URL" required:""`
 	CHDatabase string `name:"ch-database" help:"ClickHouse database (created when missing). Default: the PostgreSQL database's name." env:"FERRY_CH_DATABASE"`
+	CHCluster  string `name:"ch-cluster" help:"ClickHouse cluster: DDL ON CLUSTER, ReplicatedReplacingMergeTree <table>_local tables and a Distributed <table> over them." env:"FERRY_CH_CLUSTER"`
 }
 
 // tableFlags choose what to replicate.
@@ -76,7 +77,7 @@ func openSink(ctx context.Context, c connFlags, log *zap.Logger) (*clickhouse.Si
 		}
 		db = cfg.Database
 	}
-	sink, err := clickhouse.New(ctx, clickhouse.Config{DSN: c.CH, Database: db, Logger: log})
+	sink, err := clickhouse.New(ctx, clickhouse.Config{DSN: c.CH, Database: db, Logger: log, Cluster: c.CHCluster})
 	if err != nil {
 		return nil, err
 	}

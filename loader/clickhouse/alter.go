@@ -16,19 +16,35 @@ var _ loader.Evolver = (*Sink)(nil)
 // (ClickHouse takes one statement per call).
 func (s *Sink) AlterTable(ctx context.Context, tm *schema.TableMap, changes []schema.ColumnChange) error {
 	for _, c := range changes {
-		q := tm.AlterSQL(s.db, c)
-		if err := s.exec(ctx, q, "alter table "+s.table(tm.Name)); err != nil {
-			return reject(err)
+		qs := []string{tm.AlterSQL(s.db, c)}
+		if s.cluster != "" {
+			qs = tm.ClusterAlterSQL(s.db, s.cluster, c)
 		}
-		s.log.Info("altered table", zap.String("table", tm.Name), zap.String("statement", q))
+		for _, q := range qs {
+			if err := s.exec(ctx, q, "alter table "+s.table(tm.Name)); err != nil {
+				return reject(err)
+			}
+			s.log.Info("altered table", zap.String("table", tm.Name), zap.String("statement", q))
+		}
 	}
 	return nil
+}
+
+// errClusterRebuild refuses the table renames and rebuilds that a cluster
+// does not support yet (the Distributed table names its local table).
+func (s *Sink) errClusterRebuild(what string, tm *schema.TableMap) error {
+	return reject(fmt.Errorf("clickhouse: %s %s on cluster %s is not supported yet: "+
+		"drop %s and %s ON CLUSTER and restart ferry to copy the table anew",
+		what, s.table(tm.Name), s.cluster, s.table(tm.Name), s.table(schema.LocalName(tm.Name))))
 }
 
 // RenameTable renames a table within the sink's database.
 func (s *Sink) RenameTable(ctx context.Context, from, to *schema.TableMap) error {
 	if from.Name == to.Name {
 		return nil
+	}
+	if s.cluster != "" {
+		return s.errClusterRebuild("rename table", from)
 	}
 	q := schema.RenameTableSQL(s.db, [2]string{from.Name, to.Name})
 	if err := s.exec(ctx, q, fmt.Sprintf("rename table %s to %s", s.table(from.Name), s.table(to.Name))); err != nil {
@@ -40,6 +56,9 @@ func (s *Sink) RenameTable(ctx context.Context, from, to *schema.TableMap) error
 // SwapTable puts shadow in target's place with one RENAME TABLE of both,
 // then drops the old table.
 func (s *Sink) SwapTable(ctx context.Context, target, shadow *schema.TableMap) error {
+	if s.cluster != "" {
+		return s.errClusterRebuild("rebuild table", target)
+	}
 	old := target.Name + "__ferry_old"
 	if err := s.exec(ctx, "DROP TABLE IF EXISTS "+s.table(old), "drop table "+s.table(old)); err != nil {
 		return err
@@ -82,6 +101,9 @@ func (s *Sink) Matches(ctx context.Context, tm *schema.TableMap) (exists, matche
 
 // Replace puts an empty table of the mapping in place of the existing one.
 func (s *Sink) Replace(ctx context.Context, tm *schema.TableMap) error {
+	if s.cluster != "" {
+		return s.errClusterRebuild("rebuild table", tm)
+	}
 	shadow := *tm
 	shadow.Name = tm.Name + "__ferry_new"
 	if err := s.exec(ctx, "DROP TABLE IF EXISTS "+s.table(shadow.Name), "drop table "+s.table(shadow.Name)); err != nil {

@@ -14,7 +14,7 @@ import (
 // Prepare creates the database and every missing table, and checks that the
 // tables that exist have the columns the mappings expect. It is idempotent.
 func (s *Sink) Prepare(ctx context.Context, tables []*schema.TableMap) error {
-	if err := s.exec(ctx, "CREATE DATABASE IF NOT EXISTS "+schema.QuoteCH(s.db),
+	if err := s.exec(ctx, schema.CreateDatabaseSQL(s.db, s.cluster),
 		fmt.Sprintf("create database %s", s.db)); err != nil {
 		return err
 	}
@@ -34,9 +34,14 @@ func (s *Sink) prepareTable(ctx context.Context, tm *schema.TableMap) error {
 	if len(have) > 0 {
 		return checkColumns(s.db, tm, have)
 	}
-	ddl := tm.CreateTableDDL(s.db)
-	if err := s.conn.Exec(ctx, ddl); err != nil {
-		return s.red.wrap(classify(err), "clickhouse: create table %s", s.table(tm.Name))
+	ddl := []string{tm.CreateTableDDL(s.db)}
+	if s.cluster != "" {
+		ddl = tm.ClusterDDL(s.db, s.cluster)
+	}
+	for _, q := range ddl {
+		if err := s.conn.Exec(ctx, q); err != nil {
+			return s.red.wrap(classify(err), "clickhouse: create table %s", s.table(tm.Name))
+		}
 	}
 	s.log.Info("created table", zap.String("table", tm.Name), zap.String("source", tm.Source.QualifiedName()))
 	return nil
@@ -144,6 +149,6 @@ func normType(t string) string {
 // Truncate removes every row of the table. ClickHouse runs it synchronously:
 // rows written after it returns are kept.
 func (s *Sink) Truncate(ctx context.Context, tm *schema.TableMap) error {
-	return s.exec(ctx, "TRUNCATE TABLE IF EXISTS "+s.table(tm.Name),
+	return s.exec(ctx, tm.TruncateSQL(s.db, s.cluster),
 		fmt.Sprintf("truncate table %s", s.table(tm.Name)))
 }

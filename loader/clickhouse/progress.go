@@ -134,7 +134,16 @@ func fromUnixNano(n int64) time.Time {
 // replicated ones.
 func StateTables() []string { return []string{snapshotTable, progressTable, tableStateTable} }
 
-// DropTable drops a table of the sink's database, if it exists.
+// DropTable drops a table of the sink's database, if it exists; on a
+// cluster ON CLUSTER, with its local tables.
 func (s *Sink) DropTable(ctx context.Context, name string) error {
+	if s.cluster != "" {
+		for _, t := range []string{name, schema.LocalName(name)} {
+			if err := s.exec(ctx, schema.DropTableSQL(s.db, t, s.cluster), "drop table "+s.table(t)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	return s.exec(ctx, "DROP TABLE IF EXISTS "+s.table(name), "drop table "+s.table(name))
 }

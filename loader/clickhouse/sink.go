@@ -36,6 +36,13 @@ type Config struct {
 	// LookupChunk is how many keys one query for Unchanged values asks
 	// for. Default: 1000.
 	LookupChunk int
+	// Cluster, when set, is the ClickHouse cluster (remote_servers) the
+	// tables go to: DDL runs ON CLUSTER, each table is a
+	// ReplicatedReplacingMergeTree <table>_local on every server and a
+	// Distributed table <table> over them (schema.ClusterDDL), and inserts
+	// go to the Distributed table with insert_distributed_sync=1. ferry's
+	// own state tables stay on the server the DSN names.
+	Cluster string
 }
 
 // Sink writes batches into the ClickHouse tables of one database. Its
@@ -45,6 +52,7 @@ type Sink struct {
 	db      string
 	host    string
 	log     *zap.Logger
+	cluster string
 	caps    schema.Capabilities
 	version string
 	chunk   int
@@ -71,12 +79,23 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		return nil, fmt.Errorf("clickhouse: DSN %s uses the HTTP protocol; ferry needs the native one: "+
 			"use clickhouse://host:9000 (the native TCP port)", red.dsn())
 	}
+	if cfg.Cluster != "" {
+		// An insert into a Distributed table returns once every shard has
+		// its rows, not once they are queued on this server's disk: ferry
+		// confirms WAL to PostgreSQL after the insert returns, and a queued
+		// insert lost with this server would be lost for good.
+		if opts.Settings == nil {
+			opts.Settings = ch.Settings{}
+		}
+		opts.Settings["insert_distributed_sync"] = 1
+	}
 	s := &Sink{
-		db:    cfg.Database,
-		host:  strings.Join(opts.Addr, ","),
-		log:   cfg.Logger,
-		chunk: cfg.LookupChunk,
-		red:   red,
+		cluster: cfg.Cluster,
+		db:      cfg.Database,
+		host:    strings.Join(opts.Addr, ","),
+		log:     cfg.Logger,
+		chunk:   cfg.LookupChunk,
+		red:     red,
 	}
 	if s.db == "" {
 		s.db = opts.Auth.Database
