@@ -27,6 +27,7 @@ import (
 // slot on the local stack.
 type env struct {
 	t     *testing.T
+	base  string // the server's admin URL
 	db    string
 	pgURL string
 	chURL string
@@ -37,12 +38,18 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	base, chURL := os.Getenv("FERRY_PG_URL"), os.Getenv("FERRY_CH_URL")
+	return newEnvAt(t, os.Getenv("FERRY_PG_URL"))
+}
+
+// newEnvAt is newEnv on another PostgreSQL server.
+func newEnvAt(t *testing.T, base string) *env {
+	t.Helper()
+	chURL := os.Getenv("FERRY_CH_URL")
 	if base == "" || chURL == "" {
 		t.Skip("FERRY_PG_URL and FERRY_CH_URL are not set: run `make stack-up` and `. .stack/env` (make test does both)")
 	}
 	ctx := context.Background()
-	e := &env{t: t, db: "ferry_it_" + randomHex(4), chURL: chURL}
+	e := &env{t: t, db: "ferry_it_" + randomHex(4), chURL: chURL, base: base}
 	e.slot = e.db
 	admin, err := pgx.Connect(ctx, base)
 	if err != nil {
@@ -75,7 +82,7 @@ func newEnv(t *testing.T) *env {
 func (e *env) cleanup() {
 	ctx := context.Background()
 	e.pg.Close(ctx)
-	if admin, err := pgx.Connect(ctx, os.Getenv("FERRY_PG_URL")); err == nil {
+	if admin, err := pgx.Connect(ctx, e.base); err == nil {
 		// The slot may still be held for a moment by a walsender that is
 		// shutting down.
 		for i := 0; i < 50; i++ {

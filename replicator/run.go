@@ -61,7 +61,7 @@ func (r *Replicator) Run(ctx context.Context) error {
 	defer stopAux()
 	g.Go(func() error {
 		defer stopAux()
-		return r.run(gctx)
+		return r.runRetrying(gctx)
 	})
 	g.Go(func() error { return r.watchSlot(aux) })
 	if r.cfg.Heartbeat > 0 {

@@ -148,7 +148,7 @@ func checkSlot(s slotState, slot, database string) error {
 	case s.database != database:
 		return fmt.Errorf("slot %s belongs to database %q, not %q: choose another --slot", slot, s.database, database)
 	case s.active:
-		return fmt.Errorf("slot %s is in use by another connection (another ferry?): stop it, or choose another --slot", slot)
+		return fmt.Errorf("%w: slot %s is in use by another connection (another ferry, or the server has not yet noticed that ferry's last connection is gone): stop it, or choose another --slot", errSlotActive, slot)
 	case s.walStatus == "lost":
 		return slotLost(slot)
 	}

@@ -95,6 +95,8 @@ func (s *stream) receive(ctx context.Context) error {
 		return s.copyData(ctx, msg.Data)
 	case *pgproto3.ErrorResponse:
 		return fmt.Errorf("slot %s: %w", s.cfg.Slot, pgconn.ErrorResponseToPgError(msg))
+	case *pgproto3.CopyDone, *pgproto3.CommandComplete:
+		return fmt.Errorf("slot %s: %w", s.cfg.Slot, errStreamEnded)
 	default:
 		return fmt.Errorf("slot %s: unexpected message %T", s.cfg.Slot, msg)
 	}

@@ -1,0 +1,87 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
+)
+
+// errSlotActive: the slot is held by another connection. Right after a
+// connection loss the server may still hold it for ferry's old walsender,
+// so it is retried; a second ferry on the same slot thus waits for the
+// first to stop.
+var errSlotActive = errors.New("slot in use")
+
+// errStreamEnded: the server ended the replication stream, as a walsender
+// does when PostgreSQL shuts down.
+var errStreamEnded = errors.New("the server ended the replication stream")
+
+// runRetrying runs the replication cycle again after an error of the
+// connection to either side (a server restarted, a network cut): each
+// cycle resumes from the slot's confirmed position, and what was only in
+// memory is replayed, its versions the same. Errors that another attempt
+// would repeat (configuration, privileges, rejected data) end it.
+func (r *Replicator) runRetrying(ctx context.Context) error {
+	wait := time.Second
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		err := r.run(ctx)
+		if err == nil || ctx.Err() != nil || !r.transient(err) {
+			return err
+		}
+		if time.Since(start) > time.Minute {
+			wait, attempt = time.Second, 1 // it ran for a while: start the backoff over
+		}
+		kind := "postgres"
+		if r.retryable != nil && r.retryable(err) {
+			kind = "clickhouse"
+		}
+		r.cfg.Observer.Retry(kind, err)
+		r.log.Warn("connection lost; starting again from the last confirmed position",
+			zap.Int("attempt", attempt), zap.Duration("in", wait), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 30*time.Second)
+	}
+}
+
+// transient reports whether another attempt may succeed.
+func (r *Replicator) transient(err error) bool {
+	return IsConnectionError(err) || errors.Is(err, errSlotActive) || errors.Is(err, errStreamEnded) ||
+		(r.retryable != nil && r.retryable(err))
+}
+
+// IsConnectionError reports whether err comes from a lost or refused
+// PostgreSQL connection, or from the server shutting down or starting up.
+func IsConnectionError(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "08"), // connection exception
+			pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03", // admin or crash shutdown, cannot connect now
+			pe.Code == "53300", // too many connections
+			pe.Code == "55006": // object in use: the old walsender still holds the slot
+			return true
+		}
+		return false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "unexpected EOF")
+}
