@@ -5,6 +5,7 @@ SHELL := /bin/bash
 GO      ?= go
 BIN     := bin/ferry
 STACK   := deploy/stack.sh
+KAFKA   ?= 0
 GOFILES_CMD := find . -name '*.go' -not -path './.stack/*' -not -path './bin/*' -not -path './vendor/*' -print0
 
 .PHONY: build stack-up stack-down stack-status test fmt fmt-check vet demo measure clean
@@ -14,8 +15,9 @@ build:
 	$(GO) build -o $(BIN) ./cmd/ferry
 
 ## stack-up: start the local PostgreSQL (55432) and ClickHouse (19000); writes .stack/env
+##           KAFKA=1 also starts kfake, an in-memory TEST broker, on 19092
 stack-up:
-	bash $(STACK) up
+	KAFKA=$(KAFKA) bash $(STACK) up
 
 ## stack-down: stop the local stack
 stack-down:

@@ -15,6 +15,8 @@
 # home directory, so when running as root it lives in
 # /var/lib/ferry-stack/<hash of the repo path>/ and .stack/pg links to it.
 # After `up`, `. .stack/env` exports FERRY_PG_URL and FERRY_CH_URL.
+# KAFKA=1 deploy/stack.sh up also starts kfake, an in-memory TEST broker
+# (deploy/kfake), on 127.0.0.1:19092 and exports FERRY_KAFKA_BROKERS.
 set -euo pipefail
 
 export PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -439,22 +441,70 @@ ch_down() {
 
 # ---------------------------------------------------------------------------
 
+# kfake: with KAFKA=1, an in-memory TEST broker (deploy/kfake, not Kafka:
+# nothing survives its stop) on 127.0.0.1:19092, for ferry run --sink kafka.
+
+KAFKA_PORT=19092
+KFAKE_DIR="$STACK/kfake"
+KFAKE_PIDFILE="$KFAKE_DIR/kfake.pid"
+
+kfake_pid() {
+	local pid
+	[ -f "$KFAKE_PIDFILE" ] && pid="$(cat "$KFAKE_PIDFILE")" && kill -0 "$pid" 2>/dev/null && echo "$pid"
+}
+
+kfake_up() {
+	if kfake_pid >/dev/null; then
+		log "kfake (TEST broker) already running on $HOST:$KAFKA_PORT"
+		return
+	fi
+	port_open "$KAFKA_PORT" && die "port $KAFKA_PORT is taken by something else"
+	mkdir -p "$KFAKE_DIR"
+	log "building and starting kfake, an in-memory TEST broker, on $HOST:$KAFKA_PORT"
+	(cd "$ROOT" && go build -o "$KFAKE_DIR/kfake" ./deploy/kfake)
+	nohup "$KFAKE_DIR/kfake" -port "$KAFKA_PORT" >"$KFAKE_DIR/kfake.log" 2>&1 &
+	echo $! >"$KFAKE_PIDFILE"
+	for _ in $(seq 1 50); do
+		port_open "$KAFKA_PORT" && return
+		sleep 0.1
+	done
+	die "kfake did not start; see $KFAKE_DIR/kfake.log"
+}
+
+kfake_down() {
+	local pid
+	if pid="$(kfake_pid)"; then
+		log "stopping kfake (TEST broker, pid $pid)"
+		kill "$pid" 2>/dev/null || true
+	fi
+	rm -f "$KFAKE_PIDFILE"
+}
+
+# ---------------------------------------------------------------------------
+
 write_env() {
 	cat >"$STACK/env" <<EOF
 export FERRY_PG_URL=postgres://postgres@$HOST:$PG_PORT/postgres?sslmode=disable
 export FERRY_CH_URL=clickhouse://default@$HOST:$CH_TCP_PORT/default
 EOF
+	if kfake_pid >/dev/null; then
+		echo "export FERRY_KAFKA_BROKERS=$HOST:$KAFKA_PORT # kfake, an in-memory TEST broker" >>"$STACK/env"
+	fi
 }
 
 cmd_up() {
 	mkdir -p "$STACK"
 	pg_up
 	ch_up
+	if [ "${KAFKA:-0}" = 1 ]; then
+		kfake_up
+	fi
 	write_env
 	log "stack up; use: . .stack/env"
 }
 
 cmd_down() {
+	kfake_down
 	ch_down
 	pg_down
 	log "stack down"
@@ -489,6 +539,9 @@ cmd_status() {
 	else
 		log "clickhouse: not running"
 		rc=3
+	fi
+	if pid="$(kfake_pid)"; then
+		log "kfake:      TEST broker running on $HOST:$KAFKA_PORT (pid $pid)"
 	fi
 	[ -f "$STACK/env" ] && log "env file:   $STACK/env"
 	return "$rc"

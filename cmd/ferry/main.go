@@ -25,6 +25,7 @@ type cli struct {
 	Config    kong.ConfigFlag `help:"YAML file of flag values (keys as the flags' names); flags and env vars override it." type:"existingfile" placeholder:"FILE"`
 
 	Run      runCmd      `cmd:"" help:"Copy the tables, then stream every change into ClickHouse."`
+	Load     loadCmd     `cmd:"" help:"Load the change events ferry run --sink kafka publishes into ClickHouse (a consumer group)."`
 	Verify   verifyCmd   `cmd:"" help:"Compare every replicated table in PostgreSQL and ClickHouse."`
 	Setup    setupCmd    `cmd:"" help:"Install ferry's DDL capture (an event trigger; needs a superuser), so schema changes reach ClickHouse in stream order."`
 	Status   statusCmd   `cmd:"" help:"Show the slot, lag, retained WAL, tables and last error (works while ferry run runs elsewhere)."`

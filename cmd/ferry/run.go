@@ -15,7 +15,7 @@ import (
 // connFlags are the connection settings every command shares.
 type connFlags struct {
 	PG         string `name:"pg" help:"PostgreSQL connection URL." env:"FERRY_PG_URL" required:""`
-	CH         string `name:"ch" help:"ClickHouse native-protocol URL, e.g. clickhouse://default@127.0.0.1:9000." env:"FERRY_CH_URL" required:""`
+	CH         string `name:"ch" help:"ClickHouse native-protocol URL, e.g. clickhouse://default@127.0.0.1:9000 (not needed by ferry run --sink kafka)." env:"FERRY_CH_URL"`
 	CHDatabase string `name:"ch-database" help:"ClickHouse database (created when missing). Default: the PostgreSQL database's name." env:"FERRY_CH_DATABASE"`
 	CHCluster  string `name:"ch-cluster" help:"ClickHouse cluster: DDL ON CLUSTER, ReplicatedReplacingMergeTree <table>_local tables and a Distributed <table> over them." env:"FERRY_CH_CLUSTER"`
 }
@@ -37,16 +37,30 @@ type runCmd struct {
 	BatchBytes int           `name:"batch-bytes" help:"Flush when the pending rows hold this many bytes." default:"33554432" env:"FERRY_BATCH_BYTES"`
 	BatchAge   time.Duration `name:"batch-age" help:"Flush when the oldest pending row waited this long." default:"300ms" env:"FERRY_BATCH_AGE"`
 	opsFlags
+	Sink string `help:"Where rows go: clickhouse, or kafka (Debezium envelopes; load them with ferry load --from-kafka)." default:"clickhouse" enum:"clickhouse,kafka" env:"FERRY_SINK"`
+	kafkaPublishFlags
 }
 
 func (c *runCmd) Run(ctx context.Context, log *zap.Logger) error {
+	if c.Sink == "kafka" {
+		return c.runKafka(ctx, log)
+	}
 	sink, err := openSink(ctx, c.connFlags, log)
 	if err != nil {
 		return err
 	}
 	defer sink.Close()
 	obs := newObserver(newCopyProgress(log))
-	rep, err := replicator.New(replicator.Config{
+	rep, err := replicator.New(c.replicatorConfig(log, obs), sink, sink, sink.Capabilities(), clickhouse.IsRetryable)
+	if err != nil {
+		return err
+	}
+	return c.runOps(ctx, rep, obs, log)
+}
+
+// replicatorConfig is the replicator's configuration from the flags.
+func (c *runCmd) replicatorConfig(log *zap.Logger, obs *observer) replicator.Config {
+	return replicator.Config{
 		ConnString:     c.PG,
 		Slot:           c.Slot,
 		Publication:    c.Publication,
@@ -59,16 +73,15 @@ func (c *runCmd) Run(ctx context.Context, log *zap.Logger) error {
 		Observer:       obs,
 		Heartbeat:      c.Heartbeat,
 		MaxRetainedWAL: int64(c.MaxRetainedWAL),
-	}, sink, sink, sink.Capabilities(), clickhouse.IsRetryable)
-	if err != nil {
-		return err
 	}
-	return c.runOps(ctx, rep, obs, log)
 }
 
 // openSink connects to ClickHouse, into the database the flags name or
 // else the one named like the PostgreSQL database.
 func openSink(ctx context.Context, c connFlags, log *zap.Logger) (*clickhouse.Sink, error) {
+	if c.CH == "" {
+		return nil, fmt.Errorf("no ClickHouse URL: set --ch or FERRY_CH_URL (clickhouse://user@host:9000)")
+	}
 	db := c.CHDatabase
 	if db == "" {
 		cfg, err := pgconn.ParseConfig(c.PG)

@@ -1,0 +1,92 @@
+package kafka
+
+import (
+	"crypto/tls"
+	"errors"
+	"strings"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
+	"go.uber.org/zap"
+)
+
+// Client says which brokers to talk to and how. The zero value of every
+// field but Brokers means its default.
+type Client struct {
+	// Brokers are host:port addresses of the cluster. Required.
+	Brokers []string
+	// TopicPrefix starts every topic's name. Default "ferry".
+	TopicPrefix string
+	// TLS, when set, encrypts the connections. Default: plain TCP.
+	TLS *tls.Config
+	// SASL, when set, authenticates the connections (plain or SCRAM, from
+	// kafka-go's sasl packages). Default: none.
+	SASL sasl.Mechanism
+	// Logger receives messages, with component=kafka. Default zap.NewNop().
+	Logger *zap.Logger
+}
+
+func (c Client) withDefaults() (Client, error) {
+	if len(c.Brokers) == 0 {
+		return c, errors.New("kafka: no brokers given: set --kafka-brokers or FERRY_KAFKA_BROKERS (host:port,...)")
+	}
+	if c.TopicPrefix == "" {
+		c.TopicPrefix = "ferry"
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	c.Logger = c.Logger.With(zap.String("component", "kafka"))
+	return c, nil
+}
+
+func (c Client) transport() *kafkago.Transport {
+	return &kafkago.Transport{TLS: c.TLS, SASL: c.SASL, DialTimeout: 10 * time.Second}
+}
+
+func (c Client) dialer() *kafkago.Dialer {
+	return &kafkago.Dialer{TLS: c.TLS, SASLMechanism: c.SASL, Timeout: 10 * time.Second, DualStack: true}
+}
+
+func (c Client) admin() *kafkago.Client {
+	return &kafkago.Client{Addr: kafkago.TCP(c.Brokers...), Transport: c.transport(), Timeout: 30 * time.Second}
+}
+
+// StateTopic is the compacted topic where the publisher keeps the slot's
+// snapshot and table states (loader.SnapshotStore, loader.TableStateStore).
+func (c Client) StateTopic() string { return c.TopicPrefix + ".ferry-state" }
+
+// SchemaTopic carries the table descriptions change messages refer to.
+func (c Client) SchemaTopic() string { return c.TopicPrefix + ".schema-changes" }
+
+// TableTopic is the topic of a PostgreSQL table: <prefix>.<schema>.<table>.
+// Kafka allows only ASCII letters, digits, '.', '_' and '-' in a topic
+// name, so any other byte becomes '_'.
+func TableTopic(prefix, schemaName, table string) string {
+	return prefix + "." + topicPart(schemaName) + "." + topicPart(table)
+}
+
+func topicPart(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// IsRetryable tells a transient error (a broker away, a timeout, a
+// rebalance) from one retrying cannot fix: a value the envelope cannot
+// carry, or a schema change the transport cannot apply. Following ferry's rule, unknown errors are retried.
+func IsRetryable(err error) bool {
+	if err == nil || errors.Is(err, errEncoding) || errors.Is(err, errRebuild) {
+		return false
+	}
+	var ke kafkago.Error
+	if errors.As(err, &ke) {
+		return ke.Temporary() || ke.Timeout()
+	}
+	return true
+}

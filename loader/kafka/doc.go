@@ -1,0 +1,29 @@
+// Package kafka is ferry's Kafka transport: a loader.Sink that publishes
+// rows as Debezium-style JSON envelopes, one topic per table, and a Loader
+// that consumes them into another Sink (the ClickHouse one).
+//
+// # Publishing
+//
+// Sink is handed rows converted with the wire capabilities
+// (schema.Capabilities{}, see Sink.Capabilities), whose integer forms of
+// dates, timestamps and booleans hold every PostgreSQL value, and encodes
+// each value losslessly by its PostgreSQL type (the README's table). Write
+// returns once every in-sync broker has acknowledged every message of the
+// batch (acks=all), so the replicator's acknowledged LSN never passes what
+// Kafka holds. Each message names, in the ferry.schema header, the table
+// description it follows; the descriptions are on <prefix>.schema-changes,
+// published before the first row that refers to them. The snapshot and
+// table states the replicator keeps to resume are on the compacted
+// <prefix>.ferry-state topic.
+//
+// # Loading
+//
+// Loader is one member of a consumer group. It turns every envelope back
+// into the loader.Row the publisher was handed, its values converted from
+// PostgreSQL's text by the destination's own mapping (so the tables are the
+// direct path's), creates or alters tables when a new description appears,
+// and commits offsets only after the destination's Write returned nil.
+// Versions are LSNs, so order across partitions does not matter; a
+// truncation reaches every partition, and rows are dropped while their
+// partition has not yet delivered the truncation already applied.
+package kafka

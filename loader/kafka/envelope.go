@@ -1,0 +1,312 @@
+package kafka
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/ferry-cdc/ferry/loader"
+	"github.com/ferry-cdc/ferry/schema"
+)
+
+// Operations of the envelope's op field, as Debezium names them.
+const (
+	opRead     = "r" // a row of the initial copy (version 0)
+	opUpdate   = "u" // a streamed row: insert or update (the Row does not tell them apart)
+	opDelete   = "d"
+	opTruncate = "t"
+)
+
+// Headers ferry adds to every change message.
+const (
+	// HeaderSchema is the id of the table description (on the
+	// <prefix>.schema-changes topic) the row's columns follow.
+	HeaderSchema = "ferry.schema"
+	// HeaderSeq is the row's sequence number, for append-only tables.
+	HeaderSeq = "ferry.seq"
+	// HeaderUnchanged lists, as a JSON array of names, the columns whose
+	// value pgoutput did not send (unchanged TOAST values); in "after"
+	// they hold UnavailableValue.
+	HeaderUnchanged = "ferry.unchanged"
+	// HeaderTruncate is on truncation ('t') messages, one on each
+	// partition: "<id>:<partition index>", the id growing with every
+	// truncation of the publisher.
+	HeaderTruncate = "ferry.truncate"
+)
+
+// UnavailableValue stands in "after" for an unchanged TOAST value, as in
+// Debezium. Only HeaderUnchanged says which columns it marks, so a text
+// that happens to equal it is not mistaken for one.
+const UnavailableValue = "__debezium_unavailable_value"
+
+// envelope is Debezium's change event value, without the schema block.
+type envelope struct {
+	Before json.RawMessage `json:"before"`
+	After  json.RawMessage `json:"after"`
+	Source sourceInfo      `json:"source"`
+	Op     string          `json:"op"`
+	TsMs   int64           `json:"ts_ms"`
+}
+
+// sourceInfo is the envelope's source block.
+type sourceInfo struct {
+	Connector string `json:"connector"`
+	Name      string `json:"name"`
+	DB        string `json:"db"`
+	Schema    string `json:"schema"`
+	Table     string `json:"table"`
+	// LSN is the row's version: the WAL position of its change, 0 for
+	// the initial copy (ferry's _ferry_version).
+	LSN      json.Number `json:"lsn"`
+	TsMs     int64       `json:"ts_ms"`
+	Snapshot string      `json:"snapshot"`
+}
+
+// schemaMessage is a value of the <prefix>.schema-changes topic, keyed by
+// its id.
+type schemaMessage struct {
+	ID    string       `json:"id"`
+	Topic string       `json:"topic"`
+	Table schema.Table `json:"table"`
+}
+
+// schemaID identifies a table description: a hash of its JSON.
+func schemaID(t schema.Table) (string, []byte, error) {
+	doc, err := json.Marshal(t)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: describe %s: %v", errEncoding, t.QualifiedName(), err)
+	}
+	sum := sha256.Sum256(doc)
+	return hex.EncodeToString(sum[:16]), doc, nil
+}
+
+// table is what the publisher and the loader know of one table's topic.
+type table struct {
+	topic    string
+	schemaID string
+	tm       *schema.TableMap // the destination's mapping (the wire mapping for the publisher)
+	wire     []column
+}
+
+func newTable(prefix string, src schema.Table, caps schema.Capabilities) (*table, error) {
+	wire, err := schema.Map(src, schema.Capabilities{})
+	if err != nil {
+		return nil, err
+	}
+	tm := wire
+	if caps != (schema.Capabilities{}) {
+		if tm, err = schema.Map(src, caps); err != nil {
+			return nil, err
+		}
+	}
+	id, _, err := schemaID(src)
+	if err != nil {
+		return nil, err
+	}
+	return &table{topic: TableTopic(prefix, src.Schema, src.Name), schemaID: id, tm: tm, wire: wireColumns(wire)}, nil
+}
+
+// message encodes one row. db names the PostgreSQL database; now is the
+// publishing time in milliseconds.
+func (t *table) message(prefix, db string, r loader.Row, now int64) (kafkago.Message, error) {
+	src := t.tm.Source
+	env := envelope{Op: opUpdate, TsMs: now, Source: sourceInfo{Connector: "ferry", Name: prefix, DB: db,
+		Schema: src.Schema, Table: src.Name, LSN: json.Number(strconv.FormatUint(r.Version, 10)), TsMs: now, Snapshot: "false"}}
+	if r.Version == 0 {
+		env.Op, env.Source.Snapshot = opRead, "true"
+	}
+	headers := []kafkago.Header{{Key: HeaderSchema, Value: []byte(t.schemaID)}}
+	if src.AppendOnly {
+		headers = append(headers, kafkago.Header{Key: HeaderSeq, Value: strconv.AppendUint(nil, r.Seq, 10)})
+	}
+	var err error
+	if r.Deleted {
+		env.Op, env.After = opDelete, json.RawMessage("null")
+		cols := t.tm.Key
+		if src.FullRow {
+			cols = allColumns(len(t.wire))
+		}
+		if env.Before, _, err = t.object(r.Values, cols); err != nil {
+			return kafkago.Message{}, err
+		}
+	} else {
+		env.Before = json.RawMessage("null")
+		var unchanged []string
+		if env.After, unchanged, err = t.object(r.Values, allColumns(len(t.wire))); err != nil {
+			return kafkago.Message{}, err
+		}
+		if len(unchanged) > 0 {
+			names, _ := json.Marshal(unchanged)
+			headers = append(headers, kafkago.Header{Key: HeaderUnchanged, Value: names})
+		}
+	}
+	value, err := json.Marshal(env)
+	if err != nil {
+		return kafkago.Message{}, fmt.Errorf("%w: %v", errEncoding, err)
+	}
+	key, err := t.key(r)
+	if err != nil {
+		return kafkago.Message{}, err
+	}
+	return kafkago.Message{Topic: t.topic, Key: key, Value: value, Headers: headers}, nil
+}
+
+// key is the message key: the key columns as a JSON object, the row key of
+// a FullRow table, none for an append-only table (spread over partitions).
+func (t *table) key(r loader.Row) ([]byte, error) {
+	switch {
+	case t.tm.Source.FullRow:
+		return json.Marshal(map[string]string{schema.RowKeyColumn: r.RowKey})
+	case len(t.tm.Key) == 0:
+		return nil, nil
+	}
+	k, _, err := t.object(r.Values, t.tm.Key)
+	return k, err
+}
+
+// object writes the columns cols of vals as a JSON object in column order,
+// and names the Unchanged ones.
+func (t *table) object(vals []any, cols []int) (json.RawMessage, []string, error) {
+	var unchanged []string
+	b := []byte{'{'}
+	for n, i := range cols {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		c := t.wire[i]
+		b = appendString(b, c.name)
+		b = append(b, ':')
+		if vals[i] == loader.Unchanged {
+			unchanged = append(unchanged, c.name)
+			b = appendString(b, UnavailableValue)
+			continue
+		}
+		var err error
+		if b, err = appendValue(b, c.kind, c.array, vals[i]); err != nil {
+			return nil, nil, fmt.Errorf("%w: %s column %q: %v", errEncoding, t.tm.Source.QualifiedName(), c.name, err)
+		}
+	}
+	return append(b, '}'), unchanged, nil
+}
+
+func allColumns(n int) []int {
+	cols := make([]int, n)
+	for i := range cols {
+		cols[i] = i
+	}
+	return cols
+}
+
+// decoded is one change message read back.
+type decoded struct {
+	op  string
+	row loader.Row
+}
+
+// decode rebuilds the loader.Row the publisher was handed, its values
+// converted for the loader's mapping t.tm.
+func (t *table) decode(m kafkago.Message) (decoded, error) {
+	var env envelope
+	if err := json.Unmarshal(m.Value, &env); err != nil {
+		return decoded{}, fmt.Errorf("read envelope: %w", err)
+	}
+	version, err := strconv.ParseUint(env.Source.LSN.String(), 10, 64)
+	if err != nil {
+		return decoded{}, fmt.Errorf("source.lsn %q: %w", env.Source.LSN, err)
+	}
+	d := decoded{op: env.Op, row: loader.Row{Version: version}}
+	if seq := header(m, HeaderSeq); seq != nil {
+		if d.row.Seq, err = strconv.ParseUint(string(seq), 10, 64); err != nil {
+			return decoded{}, fmt.Errorf("header %s: %w", HeaderSeq, err)
+		}
+	}
+	var unchanged []string
+	if h := header(m, HeaderUnchanged); h != nil {
+		if err := json.Unmarshal(h, &unchanged); err != nil {
+			return decoded{}, fmt.Errorf("header %s: %w", HeaderUnchanged, err)
+		}
+	}
+	switch env.Op {
+	case opTruncate:
+		return d, nil
+	case opDelete:
+		d.row.Deleted = true
+		d.row.Values, err = t.values(env.Before, nil, true)
+	case opRead, "c", opUpdate:
+		d.row.Values, err = t.values(env.After, unchanged, false)
+	default:
+		return decoded{}, fmt.Errorf("unknown op %q", env.Op)
+	}
+	if err != nil {
+		return decoded{}, err
+	}
+	if t.tm.Source.FullRow {
+		d.row.RowKey, err = rowKey(t.tm, d.row.Values)
+	}
+	return d, err
+}
+
+// values converts an envelope's before or after into values of t.tm. A
+// column missing from the object (a deleted row's non-key columns) gets its
+// zero value.
+func (t *table) values(obj json.RawMessage, unchanged []string, deleted bool) ([]any, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &fields); err != nil || fields == nil {
+		return nil, fmt.Errorf("read row: want a JSON object, got %.40s", obj)
+	}
+	skip := map[string]bool{}
+	for _, n := range unchanged {
+		skip[n] = true
+	}
+	vals := make([]any, len(t.tm.Columns))
+	for i, cm := range t.tm.Columns {
+		raw, ok := fields[cm.Name]
+		switch {
+		case skip[cm.Name]:
+			vals[i] = loader.Unchanged
+			continue
+		case !ok && deleted:
+			vals[i] = cm.Zero()
+			continue
+		case !ok:
+			return nil, fmt.Errorf("column %q is missing", cm.Name)
+		}
+		text, null, err := pgText(t.wire[i].kind, t.wire[i].array, raw)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", cm.Name, err)
+		}
+		if vals[i], err = cm.Convert(text, null); err != nil {
+			return nil, err
+		}
+	}
+	return vals, nil
+}
+
+// rowKey is a FullRow table's row key, computed from the loader's values
+// exactly as the replicator computes it (a SHA-256 of schema.AppendEncoded
+// of every value, first 16 bytes in hex), so that it matches the direct
+// path's on the loader's server.
+func rowKey(tm *schema.TableMap, vals []any) (string, error) {
+	var buf []byte
+	for i, v := range vals {
+		if v == loader.Unchanged {
+			return "", fmt.Errorf("column %q is unchanged (TOASTed) in a row identified by all its columns", tm.Columns[i].Name)
+		}
+		buf = schema.AppendEncoded(buf, v)
+	}
+	sum := sha256.Sum256(buf)
+	return hex.EncodeToString(sum[:16]), nil
+}
+
+func header(m kafkago.Message, key string) []byte {
+	for _, h := range m.Headers {
+		if h.Key == key {
+			return h.Value
+		}
+	}
+	return nil
+}

@@ -1,0 +1,462 @@
+package kafka
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+
+	"github.com/ferry-cdc/ferry/loader"
+	"github.com/ferry-cdc/ferry/schema"
+)
+
+// Destination is where a Loader writes: the ClickHouse sink, which the
+// direct path uses too, so both paths make the same tables.
+type Destination interface {
+	loader.Sink
+	loader.Evolver
+	// Capabilities are the server's, for schema.Map.
+	Capabilities() schema.Capabilities
+}
+
+// LoadConfig says what a Loader consumes. The zero value of every field but
+// Client.Brokers means its default.
+type LoadConfig struct {
+	Client
+	// Group is the consumer group; loaders of one group share the
+	// partitions. Default "ferry-loader".
+	Group string
+	// CatchUp makes Run return nil once every message that was on the
+	// table topics when it started is loaded (by any member of the group).
+	// Default false: consume until ctx is done.
+	CatchUp bool
+	// Batch bounds the rows held before a write, as for the replicator.
+	// Defaults 50000 rows, 32 MiB, 300ms.
+	MaxRows  int
+	MaxBytes int
+	MaxAge   time.Duration
+	// Rescan is how often the loader looks for new table topics. Default 10s.
+	Rescan time.Duration
+}
+
+// Loader consumes the table topics of a prefix and writes their rows to a
+// Destination. Offsets are committed only after the rows they cover are
+// written (Destination.Write returned nil), so a crash at any point loses
+// nothing: the rows since the last commit are read and written again, and
+// versions make that harmless.
+type Loader struct {
+	cfg     LoadConfig
+	dest    Destination
+	log     *zap.Logger
+	schemas map[string]schema.Table // by schema id
+	tables  map[string]*loadTable   // by topic
+	batch   *loader.Batcher
+	pending []kafkago.Message // read, not yet committed
+}
+
+// loadTable is one topic's current mapping and its last truncation.
+type loadTable struct {
+	*table
+	truncation int64        // id of the last truncation applied, 0 for none
+	reached    map[int]bool // partitions whose 't' message of it was read
+}
+
+// NewLoader returns a Loader writing to dest.
+func NewLoader(cfg LoadConfig, dest Destination) (*Loader, error) {
+	var err error
+	if cfg.Client, err = cfg.Client.withDefaults(); err != nil {
+		return nil, err
+	}
+	if cfg.Group == "" {
+		cfg.Group = "ferry-loader"
+	}
+	if cfg.MaxRows <= 0 {
+		cfg.MaxRows = 50000
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 32 << 20
+	}
+	if cfg.MaxAge <= 0 {
+		cfg.MaxAge = 300 * time.Millisecond
+	}
+	if cfg.Rescan <= 0 {
+		cfg.Rescan = 10 * time.Second
+	}
+	return &Loader{cfg: cfg, dest: dest, log: cfg.Logger, schemas: map[string]schema.Table{},
+		tables: map[string]*loadTable{}, batch: loader.NewBatcher(dest, cfg.MaxRows, cfg.MaxBytes, cfg.MaxAge)}, nil
+}
+
+// errRescan ends one consumer session when the set of topics changed.
+var errRescan = errors.New("table topics changed")
+
+// Run consumes until ctx is done (after writing and committing what it
+// read) or, with CatchUp, until the start's end offsets are loaded.
+func (l *Loader) Run(ctx context.Context) error {
+	for {
+		topics, err := l.tableTopics(ctx)
+		if err != nil {
+			return err
+		}
+		if len(topics) == 0 {
+			if l.cfg.CatchUp {
+				l.log.Info("no table topics: nothing to load", zap.String("prefix", l.cfg.TopicPrefix))
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(l.cfg.Rescan):
+				continue
+			}
+		}
+		var ends map[string][]partitionEnd
+		if l.cfg.CatchUp {
+			if ends, err = l.endOffsets(ctx, topics); err != nil {
+				return err
+			}
+		}
+		err = l.session(ctx, topics, ends)
+		if !errors.Is(err, errRescan) {
+			return err
+		}
+	}
+}
+
+// session consumes topics with one group membership.
+func (l *Loader) session(ctx context.Context, topics []string, ends map[string][]partitionEnd) error {
+	l.log.Info("consuming", zap.String("group", l.cfg.Group), zap.Strings("topics", topics), zap.Bool("catch_up", l.cfg.CatchUp))
+	r := kafkago.NewReader(kafkago.ReaderConfig{
+		Brokers: l.cfg.Brokers, GroupID: l.cfg.Group, GroupTopics: topics, Dialer: l.cfg.dialer(),
+		StartOffset: kafkago.FirstOffset, MaxWait: 250 * time.Millisecond, MaxBytes: 16 << 20,
+		CommitInterval:    0, // commit synchronously, only what was written
+		HeartbeatInterval: time.Second, SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second,
+		JoinGroupBackoff: 500 * time.Millisecond,
+	})
+	defer r.Close()
+	rescan := time.Now().Add(l.cfg.Rescan)
+	for {
+		if ends != nil && l.batch.Len() == 0 {
+			done, err := l.caughtUp(ctx, ends)
+			if err != nil || done {
+				return err
+			}
+		}
+		wait := 500 * time.Millisecond
+		if d := l.batch.Deadline(); !d.IsZero() {
+			wait = max(time.Until(d), time.Millisecond)
+		}
+		fctx, cancel := context.WithTimeout(ctx, wait)
+		m, err := r.FetchMessage(fctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return l.finalFlush(r)
+		case errors.Is(err, context.DeadlineExceeded):
+			if err := l.flushIfDue(ctx, r); err != nil {
+				return err
+			}
+			if ends == nil && time.Now().After(rescan) {
+				rescan = time.Now().Add(l.cfg.Rescan)
+				if changed, err := l.topicsChanged(ctx, topics); err != nil || changed {
+					return errors.Join(l.flush(ctx, r), err, errRescan)
+				}
+			}
+			continue
+		case err != nil:
+			return fmt.Errorf("kafka: read: %w", err)
+		}
+		if err := l.handle(ctx, r, m); err != nil {
+			return fmt.Errorf("kafka: %s partition %d offset %d: %w", m.Topic, m.Partition, m.Offset, err)
+		}
+		if err := l.flushIfDue(ctx, r); err != nil {
+			return err
+		}
+	}
+}
+
+// handle takes in one message.
+func (l *Loader) handle(ctx context.Context, r *kafkago.Reader, m kafkago.Message) error {
+	t, err := l.tableFor(ctx, r, m)
+	if err != nil {
+		return err
+	}
+	d, err := t.decode(m)
+	if err != nil {
+		return err
+	}
+	if d.op == opTruncate {
+		// Its offset is committed only once the table is empty.
+		if err := l.truncate(ctx, r, t, m); err != nil {
+			return err
+		}
+		l.pending = append(l.pending, m)
+		return l.commit(ctx, r)
+	}
+	l.pending = append(l.pending, m)
+	switch {
+	case t.truncation != 0 && !t.reached[m.Partition]:
+		// Published before the last truncation, on a partition read
+		// behind the one that brought it.
+		return nil
+	}
+	l.batch.Add(t.tm, d.row, len(m.Value))
+	return nil
+}
+
+// truncate handles one of a truncation's messages: the first one read
+// empties the table; earlier truncations' messages from partitions read
+// behind are past.
+func (l *Loader) truncate(ctx context.Context, r *kafkago.Reader, t *loadTable, m kafkago.Message) error {
+	h := string(header(m, HeaderTruncate))
+	idText, _, _ := strings.Cut(h, ":")
+	id, err := strconv.ParseInt(idText, 10, 64)
+	if err != nil {
+		return fmt.Errorf("header %s %q: %w", HeaderTruncate, h, err)
+	}
+	switch {
+	case id < t.truncation:
+		return nil
+	case id == t.truncation:
+		t.reached[m.Partition] = true
+		return nil
+	}
+	if err := l.flush(ctx, r); err != nil {
+		return err
+	}
+	if err := l.dest.Truncate(ctx, t.tm); err != nil {
+		return err
+	}
+	t.truncation, t.reached = id, map[int]bool{m.Partition: true}
+	l.log.Info("truncated", zap.String("table", t.tm.Name))
+	return nil
+}
+
+// tableFor returns the mapping of the message's table description,
+// creating or altering the ClickHouse table when the description is new.
+func (l *Loader) tableFor(ctx context.Context, r *kafkago.Reader, m kafkago.Message) (*loadTable, error) {
+	id := string(header(m, HeaderSchema))
+	if id == "" {
+		return nil, fmt.Errorf("no %s header: not a ferry change message", HeaderSchema)
+	}
+	cur := l.tables[m.Topic]
+	if cur != nil && cur.schemaID == id {
+		return cur, nil
+	}
+	src, err := l.schema(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	t, err := newTable(l.cfg.TopicPrefix, src, l.dest.Capabilities())
+	if err != nil {
+		return nil, err
+	}
+	// The rows read so far were of the old shape: write them first.
+	if err := l.flush(ctx, r); err != nil {
+		return nil, err
+	}
+	next := &loadTable{table: t}
+	if cur == nil {
+		err = l.prepare(ctx, t.tm)
+	} else {
+		next.truncation, next.reached = cur.truncation, cur.reached
+		err = l.alter(ctx, cur.tm, t.tm)
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.tables[m.Topic] = next
+	return next, nil
+}
+
+// prepare creates a table met for the first time, or checks it.
+func (l *Loader) prepare(ctx context.Context, tm *schema.TableMap) error {
+	exists, matches, err := l.dest.Matches(ctx, tm)
+	switch {
+	case err != nil:
+		return err
+	case exists && !matches:
+		return fmt.Errorf("the ClickHouse table %s does not have the columns of the description the messages refer to "+
+			"(a schema change the loader applied before a restart?); drop it and reset the group's offsets to reload", tm.Name)
+	}
+	return l.dest.Prepare(ctx, []*schema.TableMap{tm})
+}
+
+// alter applies a new description in place, as the direct path does.
+func (l *Loader) alter(ctx context.Context, from, to *schema.TableMap) error {
+	if !schema.SameKey(from, to) {
+		return fmt.Errorf("table %s: %w", to.Source.QualifiedName(), errRebuild)
+	}
+	changes := schema.Diff(from, to, nil)
+	for _, c := range changes {
+		if !schema.InPlace(c, l.dest.Capabilities()) {
+			return fmt.Errorf("table %s: %w", to.Source.QualifiedName(), errRebuild)
+		}
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	l.log.Info("altering table", zap.String("table", to.Name), zap.Int("changes", len(changes)))
+	return l.dest.AlterTable(ctx, to, changes)
+}
+
+// schema returns a table description by id, reading the schema topic again
+// when the id is new: the publisher writes a description before any row
+// that refers to it.
+func (l *Loader) schema(ctx context.Context, id string) (schema.Table, error) {
+	if t, ok := l.schemas[id]; ok {
+		return t, nil
+	}
+	err := readTopic(ctx, l.cfg.Client, l.cfg.SchemaTopic(), func(m kafkago.Message) error {
+		var sm schemaMessage
+		if err := json.Unmarshal(m.Value, &sm); err != nil {
+			l.log.Warn("ignoring a description ferry cannot read", zap.Int64("offset", m.Offset), zap.Error(err))
+			return nil
+		}
+		l.schemas[sm.ID] = sm.Table
+		return nil
+	})
+	if err != nil {
+		return schema.Table{}, fmt.Errorf("read %s: %w", l.cfg.SchemaTopic(), err)
+	}
+	t, ok := l.schemas[id]
+	if !ok {
+		return schema.Table{}, fmt.Errorf("table description %s is not on %s", id, l.cfg.SchemaTopic())
+	}
+	return t, nil
+}
+
+func (l *Loader) flushIfDue(ctx context.Context, r *kafkago.Reader) error {
+	if l.batch.Full() || l.batch.Due(time.Now()) {
+		return l.flush(ctx, r)
+	}
+	return nil
+}
+
+// flush writes every pending row, then commits the offsets of every
+// message read: only now are they in ClickHouse.
+func (l *Loader) flush(ctx context.Context, r *kafkago.Reader) error {
+	if err := l.batch.Flush(ctx); err != nil {
+		return err
+	}
+	return l.commit(ctx, r)
+}
+
+func (l *Loader) commit(ctx context.Context, r *kafkago.Reader) error {
+	if len(l.pending) == 0 {
+		return nil
+	}
+	if err := r.CommitMessages(ctx, l.pending...); err != nil {
+		return fmt.Errorf("kafka: commit offsets of group %s: %w", l.cfg.Group, err)
+	}
+	l.pending = l.pending[:0]
+	return nil
+}
+
+// finalFlush writes and commits what was read before a shutdown.
+func (l *Loader) finalFlush(r *kafkago.Reader) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := l.flush(ctx, r); err != nil {
+		l.log.Warn("final write failed; the rows since the last commit are read again on the next start", zap.Error(err))
+	}
+	return nil
+}
+
+// tableTopics lists the prefix's table topics.
+func (l *Loader) tableTopics(ctx context.Context) ([]string, error) {
+	md, err := l.cfg.admin().Metadata(ctx, &kafkago.MetadataRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("kafka: list topics on %v: %w", l.cfg.Brokers, err)
+	}
+	var topics []string
+	for _, t := range md.Topics {
+		if strings.HasPrefix(t.Name, l.cfg.TopicPrefix+".") && t.Name != l.cfg.StateTopic() && t.Name != l.cfg.SchemaTopic() {
+			topics = append(topics, t.Name)
+		}
+	}
+	slices.Sort(topics)
+	return topics, nil
+}
+
+func (l *Loader) topicsChanged(ctx context.Context, topics []string) (bool, error) {
+	now, err := l.tableTopics(ctx)
+	return err == nil && !slices.Equal(now, topics), err
+}
+
+// partitionEnd is a partition's next offset when catching up began.
+type partitionEnd struct {
+	partition int
+	first     int64
+	last      int64
+}
+
+func (l *Loader) endOffsets(ctx context.Context, topics []string) (map[string][]partitionEnd, error) {
+	admin := l.cfg.admin()
+	md, err := admin.Metadata(ctx, &kafkago.MetadataRequest{Topics: topics})
+	if err != nil {
+		return nil, fmt.Errorf("kafka: read partitions: %w", err)
+	}
+	req := &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{}}
+	for _, t := range md.Topics {
+		for _, p := range t.Partitions {
+			req.Topics[t.Name] = append(req.Topics[t.Name], kafkago.FirstOffsetOf(p.ID), kafkago.LastOffsetOf(p.ID))
+		}
+	}
+	res, err := admin.ListOffsets(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: read end offsets: %w", err)
+	}
+	ends := map[string][]partitionEnd{}
+	for topic, ps := range res.Topics {
+		for _, p := range ps {
+			if p.Error != nil {
+				return nil, fmt.Errorf("kafka: end offset of %s partition %d: %w", topic, p.Partition, p.Error)
+			}
+			ends[topic] = append(ends[topic], partitionEnd{partition: p.Partition, first: p.FirstOffset, last: p.LastOffset})
+		}
+	}
+	return ends, nil
+}
+
+// caughtUp reports whether the group committed every partition up to its
+// end offset at the start.
+func (l *Loader) caughtUp(ctx context.Context, ends map[string][]partitionEnd) (bool, error) {
+	req := &kafkago.OffsetFetchRequest{GroupID: l.cfg.Group, Topics: map[string][]int{}}
+	for topic, ps := range ends {
+		for _, p := range ps {
+			if p.last > p.first {
+				req.Topics[topic] = append(req.Topics[topic], p.partition)
+			}
+		}
+	}
+	if len(req.Topics) == 0 {
+		return true, nil
+	}
+	res, err := l.cfg.admin().OffsetFetch(ctx, req)
+	if err != nil {
+		return false, fmt.Errorf("kafka: read the group's offsets: %w", err)
+	}
+	committed := map[string]map[int]int64{}
+	for topic, ps := range res.Topics {
+		committed[topic] = map[int]int64{}
+		for _, p := range ps {
+			committed[topic][p.Partition] = p.CommittedOffset
+		}
+	}
+	for topic, ps := range ends {
+		for _, p := range ps {
+			if c, ok := committed[topic][p.partition]; p.last > p.first && (!ok || c < p.last) {
+				return false, nil
+			}
+		}
+	}
+	l.log.Info("caught up", zap.String("group", l.cfg.Group))
+	return true, nil
+}

@@ -1,0 +1,302 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+
+	"github.com/ferry-cdc/ferry/loader"
+	"github.com/ferry-cdc/ferry/schema"
+)
+
+var (
+	_ loader.Sink            = (*Sink)(nil)
+	_ loader.SnapshotStore   = (*Sink)(nil)
+	_ loader.TableStateStore = (*Sink)(nil)
+)
+
+// Config says where and how the publisher writes. The zero value of every
+// field but Client.Brokers means its default.
+type Config struct {
+	Client
+	// Database is the PostgreSQL database's name, for the envelope's
+	// source.db. Default "".
+	Database string
+	// Partitions of each table topic ferry creates. Default 1. Topics
+	// that exist are used as they are.
+	Partitions int
+	// ReplicationFactor of the topics ferry creates. Default 1 (right for
+	// a test broker; use 3 on a production cluster).
+	ReplicationFactor int
+	// BatchBytes bounds one produce request; a row's message must fit in
+	// it and in the broker's message.max.bytes. Default 8 MiB.
+	BatchBytes int64
+	// BatchTimeout is how long the producer waits to fill a batch before
+	// sending it. Write sends whole batches of rows at once, so this only
+	// delays the last request of each. Default 2ms (kafka-go's is 1s,
+	// which would hold a quiet stream back).
+	BatchTimeout time.Duration
+}
+
+// Sink publishes batches of rows as Debezium envelopes, one topic per
+// table, and keeps the replicator's snapshot and table states on the
+// state topic. Its methods are called from one goroutine.
+type Sink struct {
+	cfg    Config
+	log    *zap.Logger
+	admin  *kafkago.Client
+	writer *kafkago.Writer
+	tables map[*schema.TableMap]*table
+	topics map[string]bool   // topics known to exist
+	shown  map[string]bool   // schema ids published by this process
+	state  map[string][]byte // the state topic, read on first use
+	parts  map[string]int    // partitions by topic
+	// maxVersion is the highest version written so far, a truncation's
+	// source.lsn (informative: loaders go by HeaderTruncate).
+	maxVersion   uint64
+	lastTruncate int64
+	closed       bool
+}
+
+// New returns a publisher; it connects on first use.
+func New(cfg Config) (*Sink, error) {
+	var err error
+	if cfg.Client, err = cfg.Client.withDefaults(); err != nil {
+		return nil, err
+	}
+	if cfg.Partitions <= 0 {
+		cfg.Partitions = 1
+	}
+	if cfg.ReplicationFactor <= 0 {
+		cfg.ReplicationFactor = 1
+	}
+	if cfg.BatchBytes <= 0 {
+		cfg.BatchBytes = 8 << 20
+	}
+	if cfg.BatchTimeout <= 0 {
+		cfg.BatchTimeout = 2 * time.Millisecond
+	}
+	// One transport for the admin client and the writer: creating a topic
+	// refreshes the transport's metadata cache, so the writer sees it.
+	tr := cfg.transport()
+	w := &kafkago.Writer{
+		Addr:         kafkago.TCP(cfg.Brokers...),
+		Balancer:     balancer{},
+		RequiredAcks: kafkago.RequireAll,
+		BatchSize:    10000,
+		BatchBytes:   cfg.BatchBytes,
+		BatchTimeout: cfg.BatchTimeout,
+		MaxAttempts:  5,
+		WriteTimeout: 30 * time.Second,
+		Transport:    tr,
+	}
+	admin := &kafkago.Client{Addr: w.Addr, Transport: tr, Timeout: 30 * time.Second}
+	return &Sink{cfg: cfg, log: cfg.Logger, admin: admin, writer: w,
+		tables: map[*schema.TableMap]*table{}, parts: map[string]int{}, topics: map[string]bool{}, shown: map[string]bool{}}, nil
+}
+
+// Capabilities are the wire capabilities: the publisher is handed values
+// converted for the oldest ClickHouse ferry supports, whose integer forms of
+// dates, timestamps and booleans hold every PostgreSQL value, so what it
+// publishes depends on no ClickHouse. Pass them to replicator.New.
+func (s *Sink) Capabilities() schema.Capabilities { return schema.Capabilities{} }
+
+// Prepare creates the state, schema and table topics that are missing and
+// publishes the tables' descriptions.
+func (s *Sink) Prepare(ctx context.Context, tables []*schema.TableMap) error {
+	if err := s.ensureTopic(ctx, s.cfg.StateTopic(), 1, true); err != nil {
+		return err
+	}
+	if err := s.ensureTopic(ctx, s.cfg.SchemaTopic(), 1, true); err != nil {
+		return err
+	}
+	for _, tm := range tables {
+		if _, err := s.table(ctx, tm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// table returns the topic of a mapping, creating it and publishing the
+// mapping's description first when needed.
+func (s *Sink) table(ctx context.Context, tm *schema.TableMap) (*table, error) {
+	if t := s.tables[tm]; t != nil {
+		return t, nil
+	}
+	if isShadow(tm) {
+		return nil, fmt.Errorf("%s: %w", tm.Source.QualifiedName(), errRebuild)
+	}
+	if tm.Caps != (schema.Capabilities{}) {
+		return nil, fmt.Errorf("%w: table %s is mapped for a ClickHouse server's capabilities; "+
+			"the Kafka publisher takes rows converted with the wire capabilities (Sink.Capabilities)", errEncoding, tm.Source.QualifiedName())
+	}
+	t, err := newTable(s.cfg.TopicPrefix, tm.Source, schema.Capabilities{})
+	if err != nil {
+		return nil, err
+	}
+	t.tm = tm
+	if err := s.ensureTopic(ctx, t.topic, s.cfg.Partitions, false); err != nil {
+		return nil, err
+	}
+	if !s.shown[t.schemaID] {
+		msg, err := schemaValue(s.cfg.SchemaTopic(), t)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.write(ctx, msg); err != nil {
+			return nil, fmt.Errorf("kafka: publish the description of %s: %w", tm.Source.QualifiedName(), err)
+		}
+		s.shown[t.schemaID] = true
+		s.log.Info("published table description", zap.String("table", tm.Source.QualifiedName()),
+			zap.String("topic", t.topic), zap.String("schema", t.schemaID))
+	}
+	s.tables[tm] = t
+	return t, nil
+}
+
+// Write publishes the batch and returns once every broker in sync has
+// every message (acks=all).
+func (s *Sink) Write(ctx context.Context, b *loader.Batch) error {
+	if b == nil || len(b.Rows) == 0 {
+		return nil
+	}
+	t, err := s.table(ctx, b.Table)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UnixMilli()
+	msgs := make([]kafkago.Message, len(b.Rows))
+	top := s.maxVersion
+	for i, r := range b.Rows {
+		if msgs[i], err = t.message(s.cfg.TopicPrefix, s.cfg.Database, r, now); err != nil {
+			return err
+		}
+		top = max(top, r.Version)
+	}
+	if err := s.write(ctx, msgs...); err != nil {
+		return fmt.Errorf("kafka: publish %d rows of %s to %s: %w", len(msgs), b.Table.Source.QualifiedName(), t.topic, err)
+	}
+	s.maxVersion = top
+	s.log.Debug("published batch", zap.String("topic", t.topic), zap.Int("rows", len(msgs)))
+	return nil
+}
+
+// Truncate publishes a 't' message to every partition of the table's
+// topic, all with one truncation id (HeaderTruncate, growing with every
+// truncation). Each partition is ordered, so a loader knows, for every row,
+// whether it came before or after the truncation in its partition.
+func (s *Sink) Truncate(ctx context.Context, tm *schema.TableMap) error {
+	t, err := s.table(ctx, tm)
+	if err != nil {
+		return err
+	}
+	n, err := s.partitions(ctx, t.topic)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	id := max(now.UnixNano(), s.lastTruncate+1)
+	s.lastTruncate = id
+	src := tm.Source
+	env := envelope{Before: nullJSON, After: nullJSON, Op: opTruncate, TsMs: now.UnixMilli(),
+		Source: sourceInfo{Connector: "ferry", Name: s.cfg.TopicPrefix, DB: s.cfg.Database, Schema: src.Schema,
+			Table: src.Name, LSN: versionNumber(s.maxVersion), TsMs: now.UnixMilli(), Snapshot: "false"}}
+	msgs := make([]kafkago.Message, n)
+	for i := range msgs {
+		if msgs[i], err = jsonMessage(t.topic, nil, env); err != nil {
+			return err
+		}
+		msgs[i].Headers = []kafkago.Header{{Key: HeaderSchema, Value: []byte(t.schemaID)},
+			{Key: HeaderTruncate, Value: fmt.Appendf(nil, "%d:%d", id, i)}}
+	}
+	if err := s.write(ctx, msgs...); err != nil {
+		return fmt.Errorf("kafka: publish the truncation of %s: %w", src.QualifiedName(), err)
+	}
+	return nil
+}
+
+// partitions is the number of partitions of a topic.
+func (s *Sink) partitions(ctx context.Context, topic string) (int, error) {
+	if n := s.parts[topic]; n > 0 {
+		return n, nil
+	}
+	md, err := s.admin.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return 0, fmt.Errorf("kafka: read the partitions of %s: %w", topic, err)
+	}
+	for _, t := range md.Topics {
+		if t.Name == topic && t.Error == nil && len(t.Partitions) > 0 {
+			s.parts[topic] = len(t.Partitions)
+			return len(t.Partitions), nil
+		}
+	}
+	return 0, fmt.Errorf("kafka: topic %s has no partitions", topic)
+}
+
+// write produces messages synchronously: it returns when all are acked.
+func (s *Sink) write(ctx context.Context, msgs ...kafkago.Message) error {
+	err := s.writer.WriteMessages(ctx, msgs...)
+	var we kafkago.WriteErrors
+	if errors.As(err, &we) {
+		for _, e := range we {
+			if e != nil {
+				return e
+			}
+		}
+	}
+	return err
+}
+
+// Close flushes nothing (Write does not return before its messages are
+// acked) and releases the connections.
+func (s *Sink) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.writer.Close()
+}
+
+// ensureTopic creates a topic when it does not exist.
+func (s *Sink) ensureTopic(ctx context.Context, topic string, partitions int, compacted bool) error {
+	if s.topics[topic] {
+		return nil
+	}
+	tc := kafkago.TopicConfig{Topic: topic, NumPartitions: partitions, ReplicationFactor: s.cfg.ReplicationFactor}
+	if compacted {
+		tc.ConfigEntries = []kafkago.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}
+	}
+	res, err := s.admin.CreateTopics(ctx, &kafkago.CreateTopicsRequest{Topics: []kafkago.TopicConfig{tc}})
+	if err != nil {
+		return fmt.Errorf("kafka: create topic %s on %v: %w", topic, s.cfg.Brokers, err)
+	}
+	if err := res.Errors[topic]; err != nil && !errors.Is(err, kafkago.TopicAlreadyExists) {
+		return fmt.Errorf("kafka: create topic %s: %w", topic, err)
+	}
+	if err == nil {
+		s.log.Info("created topic", zap.String("topic", topic), zap.Int("partitions", partitions))
+	}
+	s.topics[topic] = true
+	return nil
+}
+
+// balancer puts a truncation's messages one on each partition, and every
+// other message where the Java client's partitioner would (murmur2 of the
+// key), so all changes of a row go to one partition.
+type balancer struct{ kafkago.Murmur2Balancer }
+
+func (b balancer) Balance(m kafkago.Message, partitions ...int) int {
+	if h := header(m, HeaderTruncate); h != nil {
+		_, i, _ := strings.Cut(string(h), ":")
+		n, _ := strconv.Atoi(i)
+		return partitions[n%len(partitions)]
+	}
+	return b.Murmur2Balancer.Balance(m, partitions...)
+}
