@@ -33,6 +33,7 @@ type cli struct {
 	Teardown teardownCmd `cmd:"" help:"Drop ferry's slot, publications and DDL trigger (and with --drop-clickhouse its ClickHouse tables)."`
 	Cfg      configCmd   `cmd:"" name:"config" help:"Show the effective configuration."`
 	Demo     demoCmd     `cmd:"" help:"Create an example schema with a stream of writes, replicate it and show both sides (local stack)."`
+	Bench    benchCmd    `cmd:"" help:"Benchmark primary-key strategies: throughput, WAL, page contention and replication lag (schema ferry_bench)."`
 	Version  versionCmd  `cmd:"" help:"Print ferry's version."`
 }
 

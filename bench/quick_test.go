@@ -1,0 +1,112 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestQuickRun runs the --quick preset against the local stack with the
+// replicator reading the same WAL, and checks that results.json holds every
+// field the issue names for every strategy and that every sanity check
+// passed.
+func TestQuickRun(t *testing.T) {
+	url := os.Getenv("FERRY_PG_URL")
+	if url == "" {
+		t.Skip("FERRY_PG_URL is not set: start the local stack (make stack-up; . .stack/env) to run the bench integration test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	res, err := Run(ctx, Config{ConnString: url, WithCDC: true}.Quick())
+	if errors.Is(err, ErrBusy) {
+		t.Skipf("skipped: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("quick run took %s", time.Since(start).Round(time.Millisecond))
+	dir := t.TempDir()
+	if err := Write(dir, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"report.md", "throughput.svg", "wal.svg", "lag.svg"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s missing or empty: %v", f, err)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"machine", "settings", "runs"} {
+		if doc[k] == nil {
+			t.Errorf("results.json has no %q", k)
+		}
+	}
+	runs, _ := doc["runs"].([]any)
+	seen := map[string]int{}
+	for _, r := range runs {
+		run := r.(map[string]any)
+		name := run["strategy"].(string) + "/" + run["workload"].(string)
+		seen[run["strategy"].(string)]++
+		checkFields(t, name, run)
+	}
+	for _, s := range res.Params.Strategies {
+		if seen[s] != len(Workloads) {
+			t.Errorf("strategy %s has %d entries, want one per workload (%d)", s, seen[s], len(Workloads))
+		}
+	}
+	if len(res.Params.Strategies) < len(Strategies)-1 {
+		t.Errorf("ran %v: every strategy but uuidv7-native (PostgreSQL 18) should run", res.Params.Strategies)
+	}
+}
+
+func checkFields(t *testing.T, name string, run map[string]any) {
+	t.Helper()
+	for _, k := range []string{"strategy", "workload", "clients", "n", "tps", "latency_ms", "wal_bytes_per_row",
+		"fpi_per_row", "pages_written_per_row", "heap_bytes", "index_bytes", "bytes_per_row", "avg_leaf_density", "wait_events",
+		"hot_blocks", "lag", "spread", "sanity"} {
+		if _, ok := run[k]; !ok {
+			t.Errorf("%s: no field %q", name, k)
+		}
+	}
+	sub := map[string][]string{"latency_ms": {"p50", "p95", "p99"}, "lag": {"peak_bytes", "peak_seconds", "catchup_seconds"},
+		"spread": {"min", "max"}, "sanity": {"passed", "checks"}}
+	for k, fields := range sub {
+		m, _ := run[k].(map[string]any)
+		for _, f := range fields {
+			if _, ok := m[f]; !ok {
+				t.Errorf("%s: no field %s.%s", name, k, f)
+			}
+		}
+	}
+	if tps, _ := run["tps"].(float64); tps <= 0 {
+		t.Errorf("%s: tps %v", name, run["tps"])
+	}
+	if d, _ := run["avg_leaf_density"].(float64); d <= 0 || d > 100 {
+		t.Errorf("%s: avg_leaf_density %v", name, run["avg_leaf_density"])
+	}
+	if run["fpi_per_row"] == nil {
+		t.Errorf("%s: fpi_per_row is null on a server with pg_stat_wal", name)
+	}
+	sanity := run["sanity"].(map[string]any)
+	if sanity["passed"] != true {
+		t.Errorf("%s: sanity failed: %v", name, sanity["checks"])
+	}
+	for _, hb := range run["hot_blocks"].([]any) {
+		for _, f := range []string{"block", "pins", "max_block"} {
+			if _, ok := hb.(map[string]any)[f]; !ok {
+				t.Errorf("%s: hot block without %s", name, f)
+			}
+		}
+	}
+}
