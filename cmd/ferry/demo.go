@@ -31,7 +31,7 @@ const demoCustomers = 10000
 
 type demoCmd struct {
 	connFlags
-	Orders       int           `help:"Orders to seed before replication starts." default:"500000"`
+	Orders       int           `help:"Orders to seed before replication starts." default:"3000000"`
 	WritesPerSec int           `name:"writes-per-sec" help:"Rate of the write stream (new orders, status updates, a few deletes) while ferry replicates." default:"200"`
 	Duration     time.Duration `help:"How long to stream while the writes go on." default:"20s"`
 	Follow       bool          `help:"Keep the writes and the stream going, printing the lag every 2 s, until Ctrl-C (instead of --duration and the comparison)." env:"FERRY_DEMO_FOLLOW"`
