@@ -1,8 +1,6 @@
 package schema
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -60,20 +58,7 @@ func TestClusterGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := renderCluster(m, "analytics")
-			path := filepath.Join("testdata", tt.file)
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs (run go test -update after checking):\n--- got\n%s\n--- want\n%s", path, got, want)
-			}
+			checkGolden(t, tt.file, renderCluster(m, "analytics"))
 		})
 	}
 }

@@ -127,20 +127,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := render(m)
-			path := filepath.Join("testdata", tt.file)
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs (run go test -update after checking):\n--- got\n%s\n--- want\n%s", path, got, want)
-			}
+			checkGolden(t, tt.file, render(m))
 		})
 	}
 }
@@ -185,4 +172,23 @@ func fullRowTable() Table {
 		{Name: "sensor", TypeOID: 25, TypeMod: -1, TypeName: "text"},
 		{Name: "value", TypeOID: 701, TypeMod: -1, TypeName: "double precision"},
 	}}
+}
+
+// checkGolden compares got with testdata/file, rewriting the file first
+// with -update.
+func checkGolden(t *testing.T, file, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", file)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (run go test -update after checking):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
 }

@@ -42,22 +42,7 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pg, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close(context.Background())
-	opts, err := ch.ParseDSN(chURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Auth.Database = demoName
-	conn, err := ch.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	checkSameRows(ctx, t, pg, conn)
+	compareDemo(ctx, t, dbURL, chURL)
 }
 
 // TestDemoFollow runs the demo with --follow and stops it as Ctrl-C would:
@@ -111,22 +96,7 @@ func TestDemoFollow(t *testing.T) {
 	if err := d.replicate(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	pg, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close(context.Background())
-	opts, err := ch.ParseDSN(chURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Auth.Database = demoName
-	conn, err := ch.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	checkSameRows(ctx, t, pg, conn)
+	compareDemo(ctx, t, dbURL, chURL)
 }
 
 // checkSameRows compares row counts and the sum of the orders' totals.
@@ -150,4 +120,26 @@ func checkSameRows(ctx context.Context, t *testing.T, pg *pgx.Conn, conn ch.Conn
 		}
 		t.Logf("%s: %s", q.pg, want)
 	}
+}
+
+// compareDemo checks that the demo's PostgreSQL and ClickHouse databases
+// hold the same rows.
+func compareDemo(ctx context.Context, t *testing.T, dbURL, chURL string) {
+	t.Helper()
+	pg, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(context.Background())
+	opts, err := ch.ParseDSN(chURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Auth.Database = demoName
+	conn, err := ch.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	checkSameRows(ctx, t, pg, conn)
 }
