@@ -32,6 +32,12 @@ type Row struct {
 	// hash of schema.AppendEncoded of all its values. Unused for other tables.
 	RowKey  string
 	Deleted bool
+	// TxID and CommitMicros identify the PostgreSQL transaction of a
+	// change: its xid and its commit time in Unix microseconds (from the
+	// pgoutput Begin message). Both are 0 for rows of the initial snapshot.
+	// Sinks that carry change metadata (Kafka) use them; ClickHouse ignores them.
+	TxID         uint32
+	CommitMicros int64
 }
 
 // Batch is a run of rows of one table in stream order.

@@ -20,6 +20,7 @@ func (s *stream) walData(ctx context.Context, xld pglogrepl.XLogData) error {
 	switch m := msg.(type) {
 	case *pglogrepl.BeginMessage:
 		s.inTx = true
+		s.txID, s.txCommitMicros = m.Xid, m.CommitTime.UnixMicro()
 	case *pglogrepl.CommitMessage:
 		return s.commit(ctx, m)
 	case *pglogrepl.RelationMessage:
@@ -174,6 +175,7 @@ func (s *stream) add(rel *relation, row loader.Row, size int) error {
 	if err := rel.setRowKey(&row); err != nil {
 		return err
 	}
+	row.TxID, row.CommitMicros = s.txID, s.txCommitMicros
 	s.batch.Add(rel.tm, row, size+16*len(row.Values))
 	s.rows++
 	return nil

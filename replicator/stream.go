@@ -31,6 +31,8 @@ type stream struct {
 	skipped map[uint32]bool      // relations of the publication ferry was not asked for
 
 	inTx           bool
+	txID           uint32        // xid of the transaction being received
+	txCommitMicros int64         // and its commit time, from its Begin message
 	lastEnd        pglogrepl.LSN // end of the last transaction fully received
 	lastCommitTime time.Time     // its commit time; zero when lastEnd came from a keepalive
 	acked          pglogrepl.LSN // last position confirmed to PostgreSQL
