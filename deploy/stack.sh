@@ -7,8 +7,21 @@
 #   deploy/stack.sh status   tell what runs
 #   deploy/stack.sh purge    stop both and delete all their data
 #
-# PostgreSQL : 127.0.0.1:55432, superuser "postgres", trust auth, wal_level=logical
-# ClickHouse : native 127.0.0.1:19000, http 18123, user "default" without password
+# PostgreSQL : 127.0.0.1:55432, superuser "postgres", trust auth, wal_level=logical,
+#              TLS on the same port (ssl = on; sslmode=disable keeps working)
+# ClickHouse : native 127.0.0.1:19000, secure native (TLS) 19440, http 18123,
+#              user "default" without password
+#
+# TLS: `up` makes a self-signed CA and a server certificate for 127.0.0.1 and
+# localhost (openssl) in .stack/tls, and .stack/env exports FERRY_TLS_CA,
+# FERRY_PG_TLS_URL (sslmode=verify-full) and FERRY_CH_TLS_URL (secure=true)
+# once both servers serve TLS (a server started by an older stack.sh does
+# not until it is restarted).
+#
+# Overrides, for a second stack beside the first (defaults in brackets):
+# FERRY_STACK_DIR [.stack], FERRY_STACK_PG_PORT [55432], FERRY_STACK_CH_PORT
+# [19000], FERRY_STACK_CH_HTTP_PORT [18123], FERRY_STACK_CH_INTERSERVER_PORT
+# [19009], FERRY_STACK_CH_TLS_PORT [19440], FERRY_STACK_KAFKA_PORT [19092].
 #
 # State lives in <repo>/.stack (gitignored). The PostgreSQL data directory must
 # be readable by the "postgres" OS user even when the checkout sits in a 0700
@@ -22,13 +35,16 @@ set -euo pipefail
 export PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
-STACK="$ROOT/.stack"
+STACK="${FERRY_STACK_DIR:-$ROOT/.stack}"
+case "$STACK" in /*) ;; *) STACK="$PWD/$STACK" ;; esac
 
-PG_PORT=55432
-CH_TCP_PORT=19000
-CH_HTTP_PORT=18123
-CH_INTERSERVER_PORT=19009
+PG_PORT="${FERRY_STACK_PG_PORT:-55432}"
+CH_TCP_PORT="${FERRY_STACK_CH_PORT:-19000}"
+CH_HTTP_PORT="${FERRY_STACK_CH_HTTP_PORT:-18123}"
+CH_INTERSERVER_PORT="${FERRY_STACK_CH_INTERSERVER_PORT:-19009}"
+CH_TLS_PORT="${FERRY_STACK_CH_TLS_PORT:-19440}"
 HOST=127.0.0.1
+TLS_DIR="$STACK/tls"
 
 PG_BIN=/usr/lib/postgresql/15/bin
 PG_USER_OS=postgres
@@ -50,7 +66,13 @@ port_open() {
 # ---------------------------------------------------------------------------
 # paths
 
-repo_hash() { printf '%s' "$ROOT" | sha256sum | cut -c1-12; }
+# The default stack keys its data dir by the checkout's path, as it always
+# did; a stack in another FERRY_STACK_DIR by that dir.
+repo_hash() {
+	local key="$ROOT"
+	[ "$STACK" = "$ROOT/.stack" ] || key="$STACK"
+	printf '%s' "$key" | sha256sum | cut -c1-12
+}
 
 # PG_BASE holds the PostgreSQL data dir, its socket dir and its log.
 if is_root; then
@@ -125,6 +147,34 @@ ensure_ch_installed() {
 }
 
 # ---------------------------------------------------------------------------
+# TLS: a self-signed CA and a server certificate for 127.0.0.1 and localhost,
+# made once (and again when the server certificate is about to expire). Both
+# servers use the same certificate; the CA is what clients trust.
+
+tls_ensure() {
+	if [ -s "$TLS_DIR/ca.crt" ] && [ -s "$TLS_DIR/server.key" ] &&
+		openssl x509 -checkend 86400 -noout -in "$TLS_DIR/server.crt" >/dev/null 2>&1; then
+		return 0
+	fi
+	command -v openssl >/dev/null 2>&1 || apt_install openssl
+	log "making a self-signed test CA and a server certificate for $HOST and localhost in $TLS_DIR"
+	mkdir -p "$TLS_DIR"
+	(
+		cd "$TLS_DIR"
+		umask 077
+		openssl req -x509 -new -nodes -newkey rsa:2048 -sha256 -days 3650 \
+			-subj "/CN=ferry-stack test CA" -keyout ca.key -out ca.crt >openssl.log 2>&1
+		openssl req -new -nodes -newkey rsa:2048 -sha256 -subj "/CN=localhost" \
+			-keyout server.key -out server.csr >>openssl.log 2>&1
+		printf '%s\n' "subjectAltName=IP:$HOST,DNS:localhost" "basicConstraints=CA:FALSE" \
+			"keyUsage=digitalSignature,keyEncipherment" "extendedKeyUsage=serverAuth" >server.ext
+		openssl x509 -req -sha256 -days 825 -in server.csr -CA ca.crt -CAkey ca.key \
+			-CAcreateserial -extfile server.ext -out server.crt >>openssl.log 2>&1
+		chmod 644 ca.crt server.crt
+	) || { cat "$TLS_DIR/openssl.log" >&2; die "making the TLS certificates failed"; }
+}
+
+# ---------------------------------------------------------------------------
 # PostgreSQL
 
 pg_running() {
@@ -148,6 +198,9 @@ wal_level = logical
 max_replication_slots = 32
 max_wal_senders = 32
 fsync = on
+ssl = on
+ssl_cert_file = 'ferry-server.crt'
+ssl_key_file = 'ferry-server.key'
 log_min_messages = warning
 log_line_prefix = '%m [%p] %q%u@%d '
 EOF
@@ -161,11 +214,15 @@ host    all          all   ::1/128       trust
 host    replication  all   127.0.0.1/32  trust
 host    replication  all   ::1/128       trust
 EOF
+	# PostgreSQL wants its key owned by its own user and unreadable by others.
+	install -m 644 "$TLS_DIR/server.crt" "$PG_DATA/ferry-server.crt"
+	install -m 600 "$TLS_DIR/server.key" "$PG_DATA/ferry-server.key"
 	if ! grep -q "^include_if_exists 'ferry-stack.conf'" "$PG_DATA/postgresql.conf"; then
 		printf "\ninclude_if_exists 'ferry-stack.conf'\n" >>"$PG_DATA/postgresql.conf"
 	fi
 	if is_root; then
-		chown "$PG_USER_OS": "$PG_DATA/ferry-stack.conf" "$PG_DATA/pg_hba.conf"
+		chown "$PG_USER_OS": "$PG_DATA/ferry-stack.conf" "$PG_DATA/pg_hba.conf" \
+			"$PG_DATA/ferry-server.crt" "$PG_DATA/ferry-server.key"
 	fi
 	chmod 600 "$PG_DATA/ferry-stack.conf" "$PG_DATA/pg_hba.conf"
 }
@@ -280,6 +337,18 @@ ch_write_config() {
     </logger>
 
     <tcp_port>$CH_TCP_PORT</tcp_port>
+    <tcp_port_secure>$CH_TLS_PORT</tcp_port_secure>
+    <openSSL>
+        <server>
+            <certificateFile>$TLS_DIR/server.crt</certificateFile>
+            <privateKeyFile>$TLS_DIR/server.key</privateKeyFile>
+            <verificationMode>none</verificationMode>
+            <loadDefaultCAFile>false</loadDefaultCAFile>
+            <cacheSessions>true</cacheSessions>
+            <disableProtocols>sslv2,sslv3,tlsv1,tlsv1_1</disableProtocols>
+            <preferServerCiphers>true</preferServerCiphers>
+        </server>
+    </openSSL>
     <http_port>$CH_HTTP_PORT</http_port>
     <interserver_http_port>$CH_INTERSERVER_PORT</interserver_http_port>
     <interserver_http_host>$HOST</interserver_http_host>
@@ -388,7 +457,7 @@ ch_up() {
 		log "clickhouse process $pid alive but not ready yet; waiting"
 	else
 		rm -f "$CH_PIDFILE"
-		for p in "$CH_TCP_PORT" "$CH_HTTP_PORT" "$CH_INTERSERVER_PORT"; do
+		for p in "$CH_TCP_PORT" "$CH_HTTP_PORT" "$CH_INTERSERVER_PORT" "$CH_TLS_PORT"; do
 			if port_open "$p"; then
 				die "port $p is taken by another process (not this checkout's clickhouse)"
 			fi
@@ -444,7 +513,7 @@ ch_down() {
 # kfake: with KAFKA=1, an in-memory TEST broker (deploy/kfake, not Kafka:
 # nothing survives its stop) on 127.0.0.1:19092, for ferry run --sink kafka.
 
-KAFKA_PORT=19092
+KAFKA_PORT="${FERRY_STACK_KAFKA_PORT:-19092}"
 KFAKE_DIR="$STACK/kfake"
 KFAKE_PIDFILE="$KFAKE_DIR/kfake.pid"
 
@@ -482,11 +551,24 @@ kfake_down() {
 
 # ---------------------------------------------------------------------------
 
+pg_serves_tls() {
+	[ "$("$PG_BIN/psql" -X -w -tA -h "$HOST" -p "$PG_PORT" -U postgres -d postgres -c 'SHOW ssl' 2>/dev/null)" = on ]
+}
+
 write_env() {
 	cat >"$STACK/env" <<EOF
 export FERRY_PG_URL=postgres://postgres@$HOST:$PG_PORT/postgres?sslmode=disable
 export FERRY_CH_URL=clickhouse://default@$HOST:$CH_TCP_PORT/default
 EOF
+	if pg_serves_tls && port_open "$CH_TLS_PORT"; then
+		cat >>"$STACK/env" <<EOF
+export FERRY_TLS_CA='$TLS_DIR/ca.crt' # the stack's self-signed test CA
+export FERRY_PG_TLS_URL='postgres://postgres@$HOST:$PG_PORT/postgres?sslmode=verify-full&sslrootcert=$TLS_DIR/ca.crt'
+export FERRY_CH_TLS_URL='clickhouse://default@$HOST:$CH_TLS_PORT/default?secure=true' # with --ch-ca-file \$FERRY_TLS_CA
+EOF
+	else
+		log "warning: PostgreSQL or ClickHouse serves no TLS yet (started by an older stack.sh?): restart the stack for FERRY_*_TLS_URL"
+	fi
 	if kfake_pid >/dev/null; then
 		echo "export FERRY_KAFKA_BROKERS=$HOST:$KAFKA_PORT # kfake, an in-memory TEST broker" >>"$STACK/env"
 	fi
@@ -494,13 +576,14 @@ EOF
 
 cmd_up() {
 	mkdir -p "$STACK"
+	tls_ensure
 	pg_up
 	ch_up
 	if [ "${KAFKA:-0}" = 1 ]; then
 		kfake_up
 	fi
 	write_env
-	log "stack up; use: . .stack/env"
+	log "stack up; use: . $STACK/env"
 }
 
 cmd_down() {
@@ -531,7 +614,7 @@ cmd_status() {
 	fi
 	if pid="$(ch_pid)"; then
 		if ch_ready; then
-			log "clickhouse: running on $HOST:$CH_TCP_PORT, http $CH_HTTP_PORT (pid $pid)"
+			log "clickhouse: running on $HOST:$CH_TCP_PORT, TLS $CH_TLS_PORT, http $CH_HTTP_PORT (pid $pid)"
 		else
 			log "clickhouse: process $pid alive but not answering on $HOST:$CH_TCP_PORT"
 			rc=3
