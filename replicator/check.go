@@ -173,3 +173,27 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg Config) ([]Problem, er
 	}
 	return ps, nil
 }
+
+// slotHolder describes the connection that holds the slot, as far as the
+// server tells: its pid, application_name, user and client address.
+func slotHolder(ctx context.Context, cfg Config) string {
+	conn, err := connect(ctx, cfg.ConnString)
+	if err != nil {
+		return "its holder is unknown (" + err.Error() + ")"
+	}
+	defer conn.Close(context.Background())
+	var pid *int32
+	var app, user, addr *string
+	err = conn.QueryRow(ctx, `SELECT s.active_pid, a.application_name, a.usename::text, a.client_addr::text
+		FROM pg_replication_slots s LEFT JOIN pg_stat_activity a ON a.pid = s.active_pid
+		WHERE s.slot_name = $1`, cfg.Slot).Scan(&pid, &app, &user, &addr)
+	if err != nil || pid == nil {
+		return "its holder is gone now"
+	}
+	where := deref(addr)
+	if where == "" {
+		where = "a local socket"
+	}
+	return fmt.Sprintf("held by PostgreSQL backend pid %d (application_name %q, user %q, from %s; "+
+		"SELECT pg_terminate_backend(%d) ends it)", *pid, deref(app), deref(user), where, *pid)
+}
