@@ -40,10 +40,7 @@ func (r *Replicator) ensurePublications(ctx context.Context, conn *pgx.Conn, rel
 		case all:
 			continue
 		case firstStart && list != "":
-			err = execPub(ctx, conn, p.name, "ALTER PUBLICATION "+schema.QuotePG(p.name)+" SET TABLE "+list)
-			if err == nil {
-				err = execPub(ctx, conn, p.name, "ALTER PUBLICATION "+schema.QuotePG(p.name)+" SET (publish_via_partition_root = true)")
-			}
+			err = setPublication(ctx, conn, p.name, rels, p.appendOnly, list)
 		default:
 			var more []*relation
 			more, err = r.publishMissing(ctx, conn, p.name, rels, p.appendOnly)
@@ -54,6 +51,40 @@ func (r *Replicator) ensurePublications(ctx context.Context, conn *pgx.Conn, rel
 		}
 	}
 	return added, nil
+}
+
+// setPublication makes the publication list exactly the tables to
+// replicate, published through their partition roots, and changes nothing
+// that is so already: then a role that owns the publication but not the
+// tables (the least-privilege setup, where an owner created it) can use it.
+func setPublication(ctx context.Context, conn *pgx.Conn, name string, rels []*relation, appendOnly bool, list string) error {
+	published, _, err := publicationTables(ctx, conn, name)
+	if err != nil {
+		return err
+	}
+	want := map[uint32]bool{}
+	for _, rel := range rels {
+		if rel.ref.AppendOnly == appendOnly {
+			want[rel.ref.OID] = true
+		}
+	}
+	same := len(published) == len(want)
+	for _, p := range published {
+		same = same && want[p.OID]
+	}
+	if !same {
+		if err := execPub(ctx, conn, name, "ALTER PUBLICATION "+schema.QuotePG(name)+" SET TABLE "+list); err != nil {
+			return err
+		}
+	}
+	var viaRoot bool
+	if err := conn.QueryRow(ctx, `SELECT pubviaroot FROM pg_publication WHERE pubname = $1`, name).Scan(&viaRoot); err != nil {
+		return fmt.Errorf("look up publication %s: %w", name, err)
+	}
+	if viaRoot {
+		return nil
+	}
+	return execPub(ctx, conn, name, "ALTER PUBLICATION "+schema.QuotePG(name)+" SET (publish_via_partition_root = true)")
 }
 
 func publicationExists(ctx context.Context, conn *pgx.Conn, name string) (exists, allTables bool, err error) {
