@@ -105,9 +105,9 @@ func TestPrivilegeErrors(t *testing.T) {
 		e.pg.Exec(context.Background(), `DROP ROLE IF EXISTS `+role)
 		e.pg.Exec(context.Background(), `DROP ROLE IF EXISTS `+reader)
 	})
-	for _, c := range []struct{ user, want string }{
-		{role, `ALTER ROLE "` + role + `" REPLICATION`},
-		{reader, `GRANT SELECT ON "public"."secret" TO "` + reader + `"`},
+	for _, c := range []struct{ user, want, check, checkWant string }{
+		{role, `ALTER ROLE "` + role + `" REPLICATION`, "privileges", `ALTER ROLE "` + role + `" REPLICATION`},
+		{reader, `GRANT SELECT ON "public"."secret" TO "` + reader + `"`, "privileges", `GRANT SELECT ON "public"."secret"`},
 	} {
 		cfg := e.config()
 		cfg.ConnString = strings.Replace(e.pgURL, "postgres@", c.user+"@", 1)
@@ -115,5 +115,6 @@ func TestPrivilegeErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("as %s: got %v, want an error containing %q", c.user, err, c.want)
 		}
+		checkBlocks(t, cfg, c.check, c.checkWant)
 	}
 }

@@ -3,6 +3,7 @@ package replicator
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -74,7 +75,7 @@ func setPublication(ctx context.Context, conn *pgx.Conn, name string, rels []*re
 	}
 	if !same {
 		if err := execPub(ctx, conn, name, "ALTER PUBLICATION "+schema.QuotePG(name)+" SET TABLE "+list); err != nil {
-			return err
+			return publicationDiff(err, published, rels, appendOnly)
 		}
 	}
 	var viaRoot bool
@@ -85,6 +86,41 @@ func setPublication(ctx context.Context, conn *pgx.Conn, name string, rels []*re
 		return nil
 	}
 	return execPub(ctx, conn, name, "ALTER PUBLICATION "+schema.QuotePG(name)+" SET (publish_via_partition_root = true)")
+}
+
+// publicationDiff says which tables the publication lacks and which it
+// has that are not to be replicated, when ferry could not change it.
+func publicationDiff(err error, published []tableRef, rels []*relation, appendOnly bool) error {
+	if pgCode(err) != "42501" {
+		return err
+	}
+	in := map[uint32]bool{}
+	for _, p := range published {
+		in[p.OID] = true
+	}
+	wanted := map[uint32]bool{}
+	var missing, extra []string
+	for _, rel := range rels {
+		if rel.ref.AppendOnly == appendOnly {
+			wanted[rel.ref.OID] = true
+			if !in[rel.ref.OID] {
+				missing = append(missing, rel.ref.String())
+			}
+		}
+	}
+	for _, p := range published {
+		if !wanted[p.OID] {
+			extra = append(extra, p.String())
+		}
+	}
+	var diff []string
+	if len(missing) > 0 {
+		diff = append(diff, "lacks "+strings.Join(missing, ", ")+", which ferry is to replicate")
+	}
+	if len(extra) > 0 {
+		diff = append(diff, "lists "+strings.Join(extra, ", ")+", which ferry is not to replicate")
+	}
+	return fmt.Errorf("the publication %s, and only the owner of the tables may change that: %w", strings.Join(diff, " and "), err)
 }
 
 func publicationExists(ctx context.Context, conn *pgx.Conn, name string) (exists, allTables bool, err error) {
