@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -192,4 +193,46 @@ func writeOtherCA(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestMetricsLoopbackByDefault: ferry run (either sink) and ferry load
+// serve their metrics on the loopback interface unless told otherwise,
+// and a listener the flags put elsewhere is seen as such.
+func TestMetricsLoopbackByDefault(t *testing.T) {
+	clearFerryEnv(t)
+	for _, args := range [][]string{
+		{"run", "--pg", "postgres://db/app"},
+		{"run", "--pg", "postgres://db/app", "--sink", "kafka"},
+		{"load", "--from-kafka", "--ch", "clickhouse://ch:9000", "--ch-database", "d"},
+	} {
+		c, _, err := parse(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := c.Run.MetricsAddr
+		if args[0] == "load" {
+			addr = c.Load.MetricsAddr
+		}
+		host, _, err := net.SplitHostPort(addr)
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			t.Errorf("%v: the metrics endpoint's default %q is not a loopback address", args, addr)
+		}
+		// What that default binds is loopback only.
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !isLoopback(ln.Addr()) {
+			t.Errorf("%v: %s binds %s", args, addr, ln.Addr())
+		}
+		ln.Close()
+	}
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if isLoopback(ln.Addr()) {
+		t.Errorf("%s (every interface) counted as loopback", ln.Addr())
+	}
 }
