@@ -10,12 +10,12 @@ import (
 	"github.com/ferry-cdc/ferry/replicator"
 )
 
-// leastPrivilegeSQL is README's "Security" section: what an administrator
-// runs so that ferry needs no superuser. {role}, {db} and {tables} are
-// filled in. Keep the two the same.
+// leastPrivilegeSQL is README's "Security" section: what a superuser runs
+// so that ferry needs none. {role}, {db} and {tables} are filled in (and
+// the stack asks no password). Keep the two the same.
 var leastPrivilegeSQL = []string{
 	`CREATE ROLE {role} LOGIN REPLICATION`,
-	`GRANT CONNECT, CREATE ON DATABASE {db} TO {role}`,
+	`GRANT CONNECT ON DATABASE {db} TO {role}`,
 	`GRANT USAGE ON SCHEMA public TO {role}`,
 	`GRANT SELECT ON {tables} TO {role}`,
 	`CREATE PUBLICATION ferry FOR TABLE {tables} WITH (publish_via_partition_root = true)`,
@@ -90,6 +90,14 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	note := e.chStrings(`SELECT ifNull(note, '') FROM ` + e.table("orders") + ` FINAL WHERE id = 9001`)
 	if len(note) != 1 || note[0][0] != "after the change" {
 		t.Errorf("the column added while streaming: %v", note)
+	}
+	// The role removes what ferry made: its slot and the publication.
+	steps, err := replicator.Teardown(ctx, cfg, replicator.TeardownOptions{})
+	if err != nil {
+		t.Fatalf("teardown as %s: %v (done: %v)", role, err, steps)
+	}
+	if left := e.pgStrings(`SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name = '` + e.slot + `') + (SELECT count(*) FROM pg_publication)`); left[0][0] != "0" {
+		t.Errorf("after teardown as %s (%v): %s slots and publications left", role, steps, left[0][0])
 	}
 	if super := e.pgStrings(`SELECT rolsuper::text FROM pg_roles WHERE rolname = '` + role + `'`); super[0][0] != "false" {
 		t.Fatalf("%s is a superuser", role)
