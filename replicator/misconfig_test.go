@@ -150,6 +150,10 @@ func TestSlotInUse(t *testing.T) {
 	if err != nil {
 		recv = filepath.Join("/usr/lib/postgresql/15/bin", "pg_recvlogical")
 	}
+	// ferry's own walsender may linger a moment after the catch-up.
+	waitFor(t, 20*time.Second, "the slot to be free", func() bool {
+		return len(e.pgStrings(`SELECT 1 FROM pg_replication_slots WHERE slot_name = '`+e.slot+`' AND NOT active`)) == 1
+	})
 	holder := exec.Command(recv, "-d", e.pgURL, "--slot", e.slot, "--start", "-o", "proto_version=1",
 		"-o", "publication_names=ferry", "-f", "/dev/null", "--no-loop")
 	holder.Env = append(holder.Environ(), "PGAPPNAME=other_consumer")
@@ -158,7 +162,8 @@ func TestSlotInUse(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
 	waitFor(t, 20*time.Second, "pg_recvlogical to hold the slot", func() bool {
-		return len(e.pgStrings(`SELECT 1 FROM pg_replication_slots WHERE slot_name = '`+e.slot+`' AND active`)) == 1
+		return len(e.pgStrings(`SELECT 1 FROM pg_replication_slots s JOIN pg_stat_activity a ON a.pid = s.active_pid
+			WHERE s.slot_name = '`+e.slot+`' AND a.application_name = 'other_consumer'`)) == 1
 	})
 	cfg.SlotBusyTimeout = 3 * time.Second
 	runFails(t, e, cfg, "slot "+e.slot+" has been in use by another connection for 3s", `application_name "other_consumer"`, "--slot")
@@ -168,7 +173,8 @@ func TestSlotInUse(t *testing.T) {
 
 	first := e.streamInBackground(cfg)
 	waitFor(t, 20*time.Second, "the first ferry to hold the slot", func() bool {
-		return len(e.pgStrings(`SELECT 1 FROM pg_replication_slots WHERE slot_name = '`+e.slot+`' AND active`)) == 1
+		return len(e.pgStrings(`SELECT 1 FROM pg_replication_slots s JOIN pg_stat_activity a ON a.pid = s.active_pid
+			WHERE s.slot_name = '`+e.slot+`' AND a.application_name = 'ferry'`)) == 1
 	})
 	runFails(t, e, cfg, "has been in use by another connection", `application_name "ferry"`)
 	first()
