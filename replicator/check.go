@@ -190,7 +190,7 @@ func slotHolder(ctx context.Context, cfg Config) string {
 	}
 	where := deref(addr)
 	if where == "" {
-		where = "a local socket"
+		where = "a local socket, or an address this role may not see"
 	}
 	return fmt.Sprintf("held by PostgreSQL backend pid %d (application_name %q, user %q, from %s; "+
 		"SELECT pg_terminate_backend(%d) ends it)", *pid, deref(app), deref(user), where, *pid)

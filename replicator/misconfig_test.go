@@ -121,10 +121,10 @@ func TestPublicationMissingTable(t *testing.T) {
 		`INSERT INTO listed VALUES (1)`, `INSERT INTO extra VALUES (1)`)
 	r := strings.NewReplacer("{role}", role, "{db}", e.db, "{tables}", "public.listed")
 	for _, s := range leastPrivilegeSQL {
-		e.exec(r.Replace(s))
+		e.adminExec(r.Replace(s))
 	}
 	e.exec(`GRANT SELECT ON extra TO ` + role)
-	t.Cleanup(func() { dropRole(t, e, role) })
+	t.Cleanup(func() { dropRole(e, role) })
 	cfg := e.config()
 	cfg.ConnString = asRole(t, e.pgURL, role)
 	cfg.Tables = []string{"public.listed", "public.extra"}
@@ -191,10 +191,6 @@ func asRole(t *testing.T, pgURL, role string) string {
 }
 
 // dropRole drops a role that owns objects and holds grants in e's database.
-func dropRole(t *testing.T, e *env, role string) {
-	ctx := context.Background()
-	_, _ = e.pg.Exec(ctx, "DROP OWNED BY "+role)
-	if _, err := e.pg.Exec(ctx, "DROP ROLE "+role); err != nil {
-		t.Logf("drop role %s: %v", role, err)
-	}
+func dropRole(e *env, role string) {
+	e.adminExec("DROP OWNED BY "+role, "DROP ROLE "+role)
 }

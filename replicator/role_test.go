@@ -2,7 +2,6 @@ package replicator_test
 
 import (
 	"context"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -35,23 +34,11 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		`INSERT INTO orders SELECT g, 1 + g % 100, g / 7.0 FROM generate_series(1, 5000) g`)
 	r := strings.NewReplacer("{role}", role, "{db}", e.db, "{tables}", "public.customers, public.orders")
 	for _, s := range leastPrivilegeSQL {
-		e.exec(r.Replace(s))
+		e.adminExec(r.Replace(s))
 	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		// The role owns the publication and holds grants in this database.
-		_, _ = e.pg.Exec(ctx, "DROP OWNED BY "+role)
-		if _, err := e.pg.Exec(ctx, "DROP ROLE "+role); err != nil {
-			t.Logf("drop role %s: %v", role, err)
-		}
-	})
+	t.Cleanup(func() { dropRole(e, role) })
 	cfg := e.config()
-	u, err := url.Parse(e.pgURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.User(role)
-	cfg.ConnString = u.String()
+	cfg.ConnString = asRole(t, e.pgURL, role)
 	cfg.Heartbeat = 200 * time.Millisecond
 	cfg.StandbyInterval = 500 * time.Millisecond
 
