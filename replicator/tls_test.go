@@ -240,3 +240,16 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestTLSRefused: sslmode=require against a server without TLS fails
+// naming the server's setting and sslmode.
+func TestTLSRefused(t *testing.T) {
+	pg := startPrivatePG(t) // ssl = off
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := replicator.Check(ctx, replicator.Config{ConnString: strings.Replace(pg.URL, "sslmode=disable", "sslmode=require", 1)})
+	assertError(t, "sslmode=require to a server without TLS", err, "PostgreSQL TLS", "does not accept TLS", "sslmode")
+	if !replicator.IsTLSError(err) {
+		t.Errorf("not a TLS error: %v", err)
+	}
+}

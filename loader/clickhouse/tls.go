@@ -18,6 +18,9 @@ func applyTLS(opts *ch.Options, cfg Config) error {
 	if cfg.CAFile == "" {
 		return nil
 	}
+	if opts.TLS != nil && opts.TLS.InsecureSkipVerify {
+		return errors.New("clickhouse: skip_verify=true in the DSN and a CA file (--ch-ca-file) contradict each other: drop one")
+	}
 	pem, err := os.ReadFile(cfg.CAFile)
 	if err != nil {
 		return fmt.Errorf("clickhouse: read the CA file (--ch-ca-file) %s: %w", cfg.CAFile, err)
@@ -28,9 +31,6 @@ func applyTLS(opts *ch.Options, cfg Config) error {
 	}
 	if opts.TLS == nil {
 		opts.TLS = &tls.Config{}
-	}
-	if opts.TLS.InsecureSkipVerify {
-		return errors.New("clickhouse: skip_verify=true in the DSN and a CA file (--ch-ca-file) contradict each other: drop one")
 	}
 	opts.TLS.RootCAs = pool
 	opts.TLS.MinVersion = tls.VersionTLS12
