@@ -33,12 +33,19 @@ func (c *connFlags) AfterApply() error {
 	if err := c.chSecretFlags.AfterApply(); err != nil {
 		return err
 	}
-	pw, err := password("--pg-password", c.PGPassword, "--pg-password-file", c.PGPasswordFile)
-	if err != nil || pw == "" || c.PG == "" {
-		return err
-	}
-	c.PG, err = replicator.WithPassword(c.PG, pw)
+	var err error
+	c.PG, err = withPGPassword(c.PG, c.PGPassword, c.PGPasswordFile)
 	return err
+}
+
+// withPGPassword returns the connection string with the password of
+// --pg-password or --pg-password-file in it, if one is set.
+func withPGPassword(connString, pw, file string) (string, error) {
+	pw, err := password("--pg-password", pw, "--pg-password-file", file)
+	if err != nil || pw == "" || connString == "" {
+		return connString, err
+	}
+	return replicator.WithPassword(connString, pw)
 }
 
 // password returns the password of a flag or of a file flag, at most one

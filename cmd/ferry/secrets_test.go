@@ -45,6 +45,10 @@ func TestPasswordFlags(t *testing.T) {
 	if c.Run.PG != "postgres://u:p%40ss%20word@db/app" || c.Run.chPassword != "p@ss word" {
 		t.Errorf("pg %q, ch password %q", c.Run.PG, c.Run.chPassword)
 	}
+	c, _, err = parse(t, "setup", "--pg", "postgres://admin@db/app", "--pg-password-file", file)
+	if err != nil || c.Setup.PG != "postgres://admin:p%40ss%20word@db/app" {
+		t.Errorf("setup: pg %q, err %v", c.Setup.PG, err)
+	}
 	t.Setenv("FERRY_PG_PASSWORD", "fromenv")
 	c, _, err = parse(t, "verify", "--pg", "host=db user=u dbname=app")
 	if err != nil {

@@ -48,6 +48,13 @@ type tlsError struct {
 func (e *tlsError) Error() string { return e.hint + ": " + e.err.Error() }
 func (e *tlsError) Unwrap() error { return e.err }
 
+// IsTLSError reports whether err is a failure to set up TLS with the
+// server (an untrusted or wrong certificate, TLS to a plain port).
+func IsTLSError(err error) bool {
+	var te *tlsError
+	return errors.As(err, &te)
+}
+
 // explainTLS turns a TLS failure of the connection to host into an error
 // that says which setting to change; other errors it returns as they are.
 func explainTLS(err error, host string, secure bool) error {
