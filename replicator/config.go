@@ -54,7 +54,9 @@ type Config struct {
 	// SlotBusyTimeout is how long ferry keeps retrying while another
 	// connection holds the slot (its own previous walsender, which the
 	// server has not yet seen go, or another consumer) before it fails
-	// naming the holder. Default 1 minute.
+	// naming the holder. Default 2 minutes: a walsender whose client
+	// vanished without closing the connection lasts wal_sender_timeout
+	// (60s by default).
 	SlotBusyTimeout time.Duration
 }
 
@@ -91,7 +93,7 @@ func (c Config) withDefaults() Config {
 		c.Batch.MaxAge = 300 * time.Millisecond
 	}
 	if c.SlotBusyTimeout <= 0 {
-		c.SlotBusyTimeout = time.Minute
+		c.SlotBusyTimeout = 2 * time.Minute
 	}
 	if c.SlotWatch <= 0 {
 		c.SlotWatch = 10 * time.Second

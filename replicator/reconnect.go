@@ -49,8 +49,13 @@ func (r *Replicator) runRetrying(ctx context.Context) error {
 			kind = "clickhouse"
 		}
 		r.cfg.Observer.Retry(kind, err)
-		r.log.Warn("connection lost; starting again from the last confirmed position",
-			zap.Int("attempt", attempt), zap.Duration("in", wait), zap.Error(err))
+		if !busySince.IsZero() {
+			r.log.Warn("the slot is in use by another connection; waiting for it to be freed",
+				zap.String("slot", r.cfg.Slot), zap.Duration("giving up in", r.cfg.SlotBusyTimeout-time.Since(busySince)), zap.Error(err))
+		} else {
+			r.log.Warn("connection lost; starting again from the last confirmed position",
+				zap.Int("attempt", attempt), zap.Duration("in", wait), zap.Error(err))
+		}
 		select {
 		case <-ctx.Done():
 			return nil

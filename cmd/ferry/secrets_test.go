@@ -113,6 +113,7 @@ func TestPasswordSources(t *testing.T) {
 		{"env", []string{"FERRY_PG_PASSWORD=" + testPassword, "FERRY_CH_PASSWORD=" + chTestPassword}, []string{"verify"}},
 		{"env files", []string{"FERRY_PG_PASSWORD_FILE=" + pgFile, "FERRY_CH_PASSWORD_FILE=" + chFile}, []string{"verify"}},
 		{"PGPASSFILE", []string{"PGPASSFILE=" + passfile, "FERRY_CH_PASSWORD=" + chTestPassword}, []string{"status"}},
+		{"env, config print", []string{"FERRY_PG_PASSWORD=" + testPassword, "FERRY_CH_PASSWORD=" + chTestPassword}, []string{"config", "print"}},
 	} {
 		out, err := e.ferryEnv(c.env, append(c.args, common...)...)
 		if err != nil {
