@@ -99,21 +99,19 @@ func TestPrivilegeErrors(t *testing.T) {
 	e := newEnv(t)
 	role := "ferry_norepl_" + e.db[len(e.db)-8:]
 	reader := "ferry_noselect_" + e.db[len(e.db)-8:]
-	e.exec(`CREATE TABLE secret (id int PRIMARY KEY)`,
-		`CREATE ROLE `+role+` LOGIN`, `CREATE ROLE `+reader+` LOGIN REPLICATION`)
-	t.Cleanup(func() {
-		e.pg.Exec(context.Background(), `DROP ROLE IF EXISTS `+role)
-		e.pg.Exec(context.Background(), `DROP ROLE IF EXISTS `+reader)
-	})
-	for _, c := range []struct{ user, want string }{
-		{role, `ALTER ROLE "` + role + `" REPLICATION`},
-		{reader, `GRANT SELECT ON "public"."secret" TO "` + reader + `"`},
+	e.exec(`CREATE TABLE secret (id int PRIMARY KEY)`)
+	e.adminExec(`CREATE ROLE `+role+` LOGIN`, `CREATE ROLE `+reader+` LOGIN REPLICATION`)
+	t.Cleanup(func() { e.adminExec(`DROP ROLE IF EXISTS `+role, `DROP ROLE IF EXISTS `+reader) })
+	for _, c := range []struct{ user, want, check, checkWant string }{
+		{role, `ALTER ROLE "` + role + `" REPLICATION`, "privileges", `ALTER ROLE "` + role + `" REPLICATION`},
+		{reader, `GRANT SELECT ON "public"."secret" TO "` + reader + `"`, "privileges", `GRANT SELECT ON "public"."secret"`},
 	} {
 		cfg := e.config()
-		cfg.ConnString = strings.Replace(e.pgURL, "postgres@", c.user+"@", 1)
+		cfg.ConnString = asRole(t, e.pgURL, c.user)
 		err := e.catchUp(cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("as %s: got %v, want an error containing %q", c.user, err, c.want)
 		}
+		checkBlocks(t, cfg, c.check, c.checkWant)
 	}
 }

@@ -72,8 +72,11 @@ func checkServer(ctx context.Context, conn *pgx.Conn, cfg Config) ([]Problem, er
 	}
 	if slot.exists {
 		if err := checkSlot(slot, cfg.Slot, conn.Config().Database); err != nil {
-			ps = append(ps, Problem{Check: "slot", Blocking: true, Detail: err.Error(),
-				Fix: "see the detail; `ferry teardown` removes ferry's slot and publications"})
+			fix := "see the detail; `ferry teardown` removes ferry's slot and publications"
+			if slot.active {
+				fix = "the slot is " + slotHolder(ctx, cfg) + ": stop that consumer, or give ferry a slot of its own with --slot"
+			}
+			ps = append(ps, Problem{Check: "slot", Blocking: true, Detail: err.Error(), Fix: fix})
 		}
 	}
 	return ps, nil
@@ -115,7 +118,8 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg Config) ([]Problem, er
 		return []Problem{{Check: "tables", Blocking: true, Detail: err.Error(), Fix: "name existing tables with --tables"}}, nil
 	}
 	var ps []Problem
-	var noIdentity, unowned []string
+	var noIdentity []string
+	unowned := map[uint32]bool{}
 	ok := 0
 	for _, ref := range refs {
 		var canSelect, owns, hasPK, hasKey bool
@@ -135,7 +139,7 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg Config) ([]Problem, er
 			continue
 		}
 		if !owns {
-			unowned = append(unowned, ref.String())
+			unowned[ref.OID] = true
 		}
 		identity := ident == "f" || (ident == "d" && hasPK) || ident == "i"
 		switch {
@@ -156,20 +160,76 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg Config) ([]Problem, er
 			Detail: "ferry leaves out these tables, which have no primary key or replica identity: " + strings.Join(noIdentity, ", "),
 			Fix:    "add a primary key, or ALTER TABLE ... REPLICA IDENTITY FULL, or replicate them insert-only with --append-only"})
 	}
-	if len(unowned) > 0 {
-		exists, _, err := publicationExists(ctx, conn, cfg.Publication)
-		if err != nil {
-			return nil, err
-		}
-		if !exists {
-			ps = append(ps, Problem{Check: "privileges", Blocking: true,
-				Detail: "publication " + cfg.Publication + " does not exist and the role does not own " + strings.Join(unowned, ", "),
-				Fix:    fmt.Sprintf("have the owner (or a superuser) run CREATE PUBLICATION %s FOR TABLE ...", schema.QuotePG(cfg.Publication))})
-		}
+	pub, err := checkPublication(ctx, conn, cfg, refs, unowned)
+	if err != nil {
+		return nil, err
 	}
+	ps = append(ps, pub...)
 	if ok == 0 {
 		ps = append(ps, Problem{Check: "tables", Blocking: true, Detail: "no table ferry could replicate",
 			Fix: "name tables with --tables, or create tables with a primary key"})
 	}
 	return ps, nil
+}
+
+// slotHolder describes the connection that holds the slot, as far as the
+// server tells: its pid, application_name, user and client address.
+func slotHolder(ctx context.Context, cfg Config) string {
+	conn, err := connect(ctx, cfg.ConnString)
+	if err != nil {
+		return "its holder is unknown (" + err.Error() + ")"
+	}
+	defer conn.Close(context.Background())
+	var pid *int32
+	var app, user, addr *string
+	err = conn.QueryRow(ctx, `SELECT s.active_pid, a.application_name, a.usename::text, host(a.client_addr)
+		FROM pg_replication_slots s LEFT JOIN pg_stat_activity a ON a.pid = s.active_pid
+		WHERE s.slot_name = $1`, cfg.Slot).Scan(&pid, &app, &user, &addr)
+	if err != nil || pid == nil {
+		return "its holder is gone now"
+	}
+	where := deref(addr)
+	if where == "" {
+		where = "a local socket, or an address this role may not see"
+	}
+	return fmt.Sprintf("held by PostgreSQL backend pid %d (application_name %q, user %q, from %s; "+
+		"SELECT pg_terminate_backend(%d) ends it)", *pid, deref(app), deref(user), where, *pid)
+}
+
+// checkPublication finds the tables ferry would have to add to its
+// publication (or create it for) without owning them, which PostgreSQL
+// refuses.
+func checkPublication(ctx context.Context, conn *pgx.Conn, cfg Config, refs []tableRef, unowned map[uint32]bool) ([]Problem, error) {
+	if len(unowned) == 0 {
+		return nil, nil
+	}
+	published, exists, err := publicationTables(ctx, conn, cfg.Publication)
+	if err != nil {
+		return nil, err
+	}
+	in := map[uint32]bool{}
+	for _, p := range published {
+		in[p.OID] = true
+	}
+	var missing, quoted []string
+	for _, ref := range refs {
+		if !ref.AppendOnly && unowned[ref.OID] && !in[ref.OID] {
+			missing = append(missing, ref.String())
+			quoted = append(quoted, ref.quoted())
+		}
+	}
+	_, all, err := publicationExists(ctx, conn, cfg.Publication)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(missing) == 0 || all:
+		return nil, nil
+	case !exists:
+		return []Problem{{Check: "privileges", Blocking: true,
+			Detail: "publication " + cfg.Publication + " does not exist and the role does not own " + strings.Join(missing, ", "),
+			Fix:    fmt.Sprintf("have the owner (or a superuser) run CREATE PUBLICATION %s FOR TABLE %s", schema.QuotePG(cfg.Publication), strings.Join(quoted, ", "))}}, nil
+	}
+	return []Problem{{Check: "publication", Blocking: true,
+		Detail: fmt.Sprintf("publication %s lacks %s, which ferry is to replicate, and only the owner of a table can add it", cfg.Publication, strings.Join(missing, ", ")),
+		Fix:    fmt.Sprintf("have the owner (or a superuser) run ALTER PUBLICATION %s ADD TABLE %s, or leave the tables out of --tables", schema.QuotePG(cfg.Publication), strings.Join(quoted, ", "))}}, nil
 }

@@ -51,6 +51,13 @@ type Config struct {
 	// MaxRetainedWAL is the retained WAL, in bytes, above which the slot
 	// watcher warns. Default 0: no warning.
 	MaxRetainedWAL int64
+	// SlotBusyTimeout is how long ferry keeps retrying while another
+	// connection holds the slot (its own previous walsender, which the
+	// server has not yet seen go, or another consumer) before it fails
+	// naming the holder. Default 2 minutes: a walsender whose client
+	// vanished without closing the connection lasts wal_sender_timeout
+	// (60s by default).
+	SlotBusyTimeout time.Duration
 }
 
 // BatchConfig bounds the rows held before they are written. A flush writes
@@ -84,6 +91,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Batch.MaxAge <= 0 {
 		c.Batch.MaxAge = 300 * time.Millisecond
+	}
+	if c.SlotBusyTimeout <= 0 {
+		c.SlotBusyTimeout = 2 * time.Minute
 	}
 	if c.SlotWatch <= 0 {
 		c.SlotWatch = 10 * time.Second

@@ -35,7 +35,7 @@ func connect(ctx context.Context, connString string) (*pgx.Conn, error) {
 	setSessionParams(cfg.RuntimeParams)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL %s: %w", Redact(connString), redactErr(err, connString))
+		return nil, fmt.Errorf("connect to PostgreSQL %s: %w", Redact(connString), explainTLS(redactErr(err, connString), cfg.Host))
 	}
 	return conn, nil
 }
@@ -50,7 +50,7 @@ func connectReplication(ctx context.Context, connString string) (*pgconn.PgConn,
 	cfg.RuntimeParams["replication"] = "database"
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open replication connection to %s: %w", Redact(connString), redactErr(err, connString))
+		return nil, fmt.Errorf("open replication connection to %s: %w", Redact(connString), explainTLS(redactErr(err, connString), cfg.Host))
 	}
 	return conn, nil
 }

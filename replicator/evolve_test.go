@@ -104,7 +104,7 @@ func TestSchemaChangesWhileWriting(t *testing.T) {
 	e := newEnv(t)
 	e.exec(`CREATE TABLE items (id int PRIMARY KEY, a int DEFAULT 1, b varchar(10) DEFAULT 'b', n numeric(10,2) DEFAULT 1.5)`,
 		`INSERT INTO items (id, a) SELECT g, g FROM generate_series(1, 500) g`)
-	if err := replicator.Setup(context.Background(), e.pgURL, "ferry"); err != nil {
+	if err := replicator.Setup(context.Background(), e.adminURL, "ferry"); err != nil {
 		t.Fatal(err)
 	}
 	cfg := e.config()
@@ -155,7 +155,7 @@ func TestPartitionedTable(t *testing.T) {
 	e.exec(`CREATE TABLE m (id int, region int, v text, PRIMARY KEY (id, region)) PARTITION BY LIST (region)`,
 		`CREATE TABLE m1 PARTITION OF m FOR VALUES IN (1)`, `CREATE TABLE m2 PARTITION OF m FOR VALUES IN (2)`,
 		`INSERT INTO m SELECT g, 1 + g % 2, 'v' || g FROM generate_series(1, 400) g`)
-	if err := replicator.Setup(context.Background(), e.pgURL, "ferry"); err != nil {
+	if err := replicator.Setup(context.Background(), e.adminURL, "ferry"); err != nil {
 		t.Fatal(err)
 	}
 	cfg := e.config()
@@ -206,7 +206,7 @@ func TestDropTable(t *testing.T) {
 	e := newEnv(t)
 	e.exec(`CREATE TABLE keep (id int PRIMARY KEY)`, `CREATE TABLE doomed (id int PRIMARY KEY)`,
 		`INSERT INTO keep SELECT generate_series(1, 10)`, `INSERT INTO doomed SELECT generate_series(1, 20)`)
-	if err := replicator.Setup(context.Background(), e.pgURL, "ferry"); err != nil {
+	if err := replicator.Setup(context.Background(), e.adminURL, "ferry"); err != nil {
 		t.Fatal(err)
 	}
 	cfg := e.config()

@@ -24,16 +24,20 @@ import (
 )
 
 // env is one test's private PostgreSQL database, ClickHouse database and
-// slot on the local stack.
+// slot on the local stack. The database belongs to a role of the same
+// name with REPLICATION and no superuser: the role ferry runs as (pgURL),
+// and the one that e.exec creates the tables as. adminURL reaches the
+// database as the server's superuser, for what only one may do.
 type env struct {
-	t     *testing.T
-	base  string // the server's admin URL
-	db    string
-	pgURL string
-	chURL string
-	slot  string
-	pg    *pgx.Conn
-	ch    driver.Conn
+	t        *testing.T
+	base     string // the server's admin URL
+	db       string
+	pgURL    string // the test database, as the role
+	adminURL string // the test database, as the superuser
+	chURL    string
+	slot     string
+	pg       *pgx.Conn // as the role
+	ch       driver.Conn
 }
 
 func newEnv(t *testing.T) *env {
@@ -56,14 +60,20 @@ func newEnvAt(t *testing.T, base string) *env {
 		t.Fatalf("connect to %s: %v", base, err)
 	}
 	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+e.db); err != nil {
-		t.Fatal(err)
+	// pg_read_all_stats is for the tests' own look at pg_stat_replication;
+	// ferry does not need it (TestLeastPrivilegeRole runs without it).
+	for _, s := range []string{"CREATE ROLE " + e.db + " LOGIN REPLICATION IN ROLE pg_read_all_stats", "CREATE DATABASE " + e.db + " OWNER " + e.db} {
+		if _, err := admin.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
 	}
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u.Path = "/" + e.db
+	e.adminURL = u.String()
+	u.User = url.User(e.db)
 	e.pgURL = u.String()
 	if e.pg, err = pgx.Connect(ctx, e.pgURL); err != nil {
 		t.Fatal(err)
@@ -98,6 +108,9 @@ func (e *env) cleanup() {
 		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+e.db+" WITH (FORCE)"); err != nil {
 			e.t.Logf("drop database %s: %v", e.db, err)
 		}
+		if _, err := admin.Exec(ctx, "DROP ROLE IF EXISTS "+e.db); err != nil {
+			e.t.Logf("drop role %s: %v", e.db, err)
+		}
 		admin.Close(ctx)
 	}
 	if err := e.ch.Exec(ctx, "DROP DATABASE IF EXISTS "+e.db); err != nil {
@@ -111,6 +124,22 @@ func (e *env) exec(stmts ...string) {
 	e.t.Helper()
 	for _, s := range stmts {
 		if _, err := e.pg.Exec(context.Background(), s); err != nil {
+			e.t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// adminExec runs SQL statements in the test database as the superuser.
+func (e *env) adminExec(stmts ...string) {
+	e.t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, e.adminURL)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, s := range stmts {
+		if _, err := conn.Exec(ctx, s); err != nil {
 			e.t.Fatalf("%s: %v", s, err)
 		}
 	}

@@ -3,6 +3,7 @@ package replicator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -30,10 +31,14 @@ var errStreamEnded = errors.New("the server ended the replication stream")
 // would repeat (configuration, privileges, rejected data) end it.
 func (r *Replicator) runRetrying(ctx context.Context) error {
 	wait := time.Second
+	var busySince time.Time
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		err := r.run(ctx)
 		if err == nil || ctx.Err() != nil || !r.transient(err) {
+			return err
+		}
+		if err := r.slotBusyTooLong(ctx, err, &busySince); err != nil {
 			return err
 		}
 		if time.Since(start) > time.Minute {
@@ -44,8 +49,13 @@ func (r *Replicator) runRetrying(ctx context.Context) error {
 			kind = "clickhouse"
 		}
 		r.cfg.Observer.Retry(kind, err)
-		r.log.Warn("connection lost; starting again from the last confirmed position",
-			zap.Int("attempt", attempt), zap.Duration("in", wait), zap.Error(err))
+		if !busySince.IsZero() {
+			r.log.Warn("the slot is in use by another connection; waiting for it to be freed",
+				zap.String("slot", r.cfg.Slot), zap.Duration("giving up in", r.cfg.SlotBusyTimeout-time.Since(busySince)), zap.Error(err))
+		} else {
+			r.log.Warn("connection lost; starting again from the last confirmed position",
+				zap.Int("attempt", attempt), zap.Duration("in", wait), zap.Error(err))
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -53,6 +63,25 @@ func (r *Replicator) runRetrying(ctx context.Context) error {
 		}
 		wait = min(wait*2, 30*time.Second)
 	}
+}
+
+// slotBusyTooLong ends the retries once the slot has been held by another
+// connection for longer than SlotBusyTimeout: a walsender left over from
+// ferry's own lost connection goes away by then, so the holder is another
+// consumer (a second ferry, pg_recvlogical).
+func (r *Replicator) slotBusyTooLong(ctx context.Context, err error, since *time.Time) error {
+	if !errors.Is(err, errSlotActive) && pgCode(err) != "55006" {
+		*since = time.Time{}
+		return nil
+	}
+	if since.IsZero() {
+		*since = time.Now()
+	}
+	if time.Since(*since) < r.cfg.SlotBusyTimeout {
+		return nil
+	}
+	return fmt.Errorf("slot %s has been in use by another connection for %s: %s; stop that consumer, "+
+		"or give ferry a slot of its own with --slot: %w", r.cfg.Slot, r.cfg.SlotBusyTimeout.Round(time.Second), slotHolder(ctx, r.cfg), err)
 }
 
 // transient reports whether another attempt may succeed.
@@ -64,7 +93,7 @@ func (r *Replicator) transient(err error) bool {
 // IsConnectionError reports whether err comes from a lost or refused
 // PostgreSQL connection, or from the server shutting down or starting up.
 func IsConnectionError(err error) bool {
-	if err == nil {
+	if err == nil || IsTLSError(err) {
 		return false
 	}
 	var pe *pgconn.PgError

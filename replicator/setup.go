@@ -3,6 +3,7 @@ package replicator
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -40,10 +41,7 @@ func (r *Replicator) ensurePublications(ctx context.Context, conn *pgx.Conn, rel
 		case all:
 			continue
 		case firstStart && list != "":
-			err = execPub(ctx, conn, p.name, "ALTER PUBLICATION "+schema.QuotePG(p.name)+" SET TABLE "+list)
-			if err == nil {
-				err = execPub(ctx, conn, p.name, "ALTER PUBLICATION "+schema.QuotePG(p.name)+" SET (publish_via_partition_root = true)")
-			}
+			err = setPublication(ctx, conn, p.name, rels, p.appendOnly, list)
 		default:
 			var more []*relation
 			more, err = r.publishMissing(ctx, conn, p.name, rels, p.appendOnly)
@@ -54,6 +52,75 @@ func (r *Replicator) ensurePublications(ctx context.Context, conn *pgx.Conn, rel
 		}
 	}
 	return added, nil
+}
+
+// setPublication makes the publication list exactly the tables to
+// replicate, published through their partition roots, and changes nothing
+// that is so already: then a role that owns the publication but not the
+// tables (the least-privilege setup, where an owner created it) can use it.
+func setPublication(ctx context.Context, conn *pgx.Conn, name string, rels []*relation, appendOnly bool, list string) error {
+	published, _, err := publicationTables(ctx, conn, name)
+	if err != nil {
+		return err
+	}
+	want := map[uint32]bool{}
+	for _, rel := range rels {
+		if rel.ref.AppendOnly == appendOnly {
+			want[rel.ref.OID] = true
+		}
+	}
+	same := len(published) == len(want)
+	for _, p := range published {
+		same = same && want[p.OID]
+	}
+	if !same {
+		if err := execPub(ctx, conn, name, "ALTER PUBLICATION "+schema.QuotePG(name)+" SET TABLE "+list); err != nil {
+			return publicationDiff(err, published, rels, appendOnly)
+		}
+	}
+	var viaRoot bool
+	if err := conn.QueryRow(ctx, `SELECT pubviaroot FROM pg_publication WHERE pubname = $1`, name).Scan(&viaRoot); err != nil {
+		return fmt.Errorf("look up publication %s: %w", name, err)
+	}
+	if viaRoot {
+		return nil
+	}
+	return execPub(ctx, conn, name, "ALTER PUBLICATION "+schema.QuotePG(name)+" SET (publish_via_partition_root = true)")
+}
+
+// publicationDiff says which tables the publication lacks and which it
+// has that are not to be replicated, when ferry could not change it.
+func publicationDiff(err error, published []tableRef, rels []*relation, appendOnly bool) error {
+	if pgCode(err) != "42501" {
+		return err
+	}
+	in := map[uint32]bool{}
+	for _, p := range published {
+		in[p.OID] = true
+	}
+	wanted := map[uint32]bool{}
+	var missing, extra []string
+	for _, rel := range rels {
+		if rel.ref.AppendOnly == appendOnly {
+			wanted[rel.ref.OID] = true
+			if !in[rel.ref.OID] {
+				missing = append(missing, rel.ref.String())
+			}
+		}
+	}
+	for _, p := range published {
+		if !wanted[p.OID] {
+			extra = append(extra, p.String())
+		}
+	}
+	var diff []string
+	if len(missing) > 0 {
+		diff = append(diff, "lacks "+strings.Join(missing, ", ")+", which ferry is to replicate")
+	}
+	if len(extra) > 0 {
+		diff = append(diff, "lists "+strings.Join(extra, ", ")+", which ferry is not to replicate")
+	}
+	return fmt.Errorf("the publication %s, and only the owner of the tables may change that: %w", strings.Join(diff, " and "), err)
 }
 
 func publicationExists(ctx context.Context, conn *pgx.Conn, name string) (exists, allTables bool, err error) {

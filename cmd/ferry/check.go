@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ferry-cdc/ferry/loader/clickhouse"
 	"github.com/ferry-cdc/ferry/replicator"
 )
 
@@ -26,14 +27,20 @@ func (c *checkCmd) Run(ctx context.Context, log *zap.Logger) error {
 	var info []string
 	found, err := replicator.Check(ctx, cfg)
 	if err != nil {
-		ps = append(ps, replicator.Problem{Check: "postgresql", Blocking: true, Detail: err.Error(),
-			Fix: "check --pg (host, port, user, password, database) and that PostgreSQL accepts the connection (pg_hba.conf)"})
+		fix := "check --pg (host, port, user, password, database) and that PostgreSQL accepts the connection (pg_hba.conf)"
+		if replicator.IsTLSError(err) {
+			fix = "fix the TLS settings of --pg as the detail says (sslmode, sslrootcert)"
+		}
+		ps = append(ps, replicator.Problem{Check: "postgresql", Blocking: true, Detail: err.Error(), Fix: fix})
 	}
 	ps = append(ps, found...)
 	sink, err := openSink(ctx, c.connFlags, zap.NewNop())
 	if err != nil {
-		ps = append(ps, replicator.Problem{Check: "clickhouse", Blocking: true, Detail: err.Error(),
-			Fix: "check --ch: the native TCP port (9000), the user and the password"})
+		fix := "check --ch: the native TCP port (9000), the user and the password"
+		if clickhouse.IsTLSError(err) {
+			fix = "fix the TLS settings as the detail says: --ch-ca-file, ?secure=true in --ch, and the secure native port (9440)"
+		}
+		ps = append(ps, replicator.Problem{Check: "clickhouse", Blocking: true, Detail: err.Error(), Fix: fix})
 	} else {
 		info = append(info, fmt.Sprintf("ClickHouse %s reachable, database %s", sink.ServerVersion(), sink.Database()))
 		sink.Close()

@@ -68,6 +68,9 @@ func runDemo(ctx context.Context, c *demoCmd, log *zap.Logger, out io.Writer) er
 	}
 	d := &demo{cfg: c, out: out, log: log.Named("demo").WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))}
 	defer d.close()
+	if c.CHCAFile != "" || c.chPassword != "" {
+		return errors.New("demo: --ch-ca-file and a ClickHouse password apart from --ch are not supported: the demo is for the local stack (put a password into --ch)")
+	}
 	if c.CHDatabase != "" && c.CHDatabase != demoName {
 		d.say("Note: --ch-database (FERRY_CH_DATABASE) is ignored: the demo always uses %s.", demoName)
 	}

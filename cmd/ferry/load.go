@@ -18,6 +18,7 @@ type loadCmd struct {
 	FromKafka  bool   `name:"from-kafka" help:"Consume the Kafka topics of --topic-prefix (the only source for now)." required:""`
 	CH         string `name:"ch" help:"ClickHouse native-protocol URL, e.g. clickhouse://default@127.0.0.1:9000." env:"FERRY_CH_URL" required:""`
 	CHDatabase string `name:"ch-database" help:"ClickHouse database (created when missing); the direct path's default is the PostgreSQL database's name." env:"FERRY_CH_DATABASE" required:""`
+	chSecretFlags
 	kafkaFlags
 	Group       string        `help:"Consumer group; loaders of one group share the partitions." default:"ferry-loader" env:"FERRY_KAFKA_GROUP"`
 	CatchUp     bool          `name:"catch-up" help:"Exit 0 once everything on the topics at the start is in ClickHouse."`
@@ -35,7 +36,8 @@ func (c *loadCmd) Run(ctx context.Context, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	sink, err := clickhouse.New(ctx, clickhouse.Config{DSN: c.CH, Database: c.CHDatabase, Logger: log})
+	sink, err := clickhouse.New(ctx, clickhouse.Config{DSN: c.CH, Database: c.CHDatabase, Logger: log,
+		CAFile: c.CHCAFile, Password: c.chPassword})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -202,10 +203,14 @@ func serveMetrics(ctx context.Context, addr string, o *observer, log *zap.Logger
 	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("metrics endpoint (--metrics-addr %s; empty disables it): %w", addr, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	log.Info("serving metrics", zap.String("addr", ln.Addr().String()))
+	if !isLoopback(ln.Addr()) {
+		log.Warn("the metrics endpoint is reachable from other hosts, without authentication: bind it to 127.0.0.1 unless a firewall or a network policy guards it",
+			zap.String("addr", ln.Addr().String()))
+	}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -216,6 +221,13 @@ func serveMetrics(ctx context.Context, addr string, o *observer, log *zap.Logger
 		return err
 	}
 	return nil
+}
+
+// isLoopback reports whether a listener's address is on the loopback
+// interface only.
+func isLoopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
 
 // promFactory registers metrics as it makes them.

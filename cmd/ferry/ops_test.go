@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -226,10 +227,27 @@ func TestPasswordRedacted(t *testing.T) {
 		{"run", "--catch-up", "--log-format", "json", "--pg", strings.Replace(e.pgURL, "127.0.0.1", "127.0.0.1:1", 1), "--ch", e.chURL},
 		{"teardown", "--pg", withPort(t, e.pgURL, "1"), "--ch", e.chURL},
 	}
+	if pgTLS, chTLS := os.Getenv("FERRY_PG_TLS_URL"), os.Getenv("FERRY_CH_TLS_URL"); pgTLS != "" && chTLS != "" {
+		// TLS failures: a CA that did not sign the servers' certificates.
+		ca := writeOtherCA(t)
+		u, err := url.Parse(e.pgURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.RawQuery = "sslmode=verify-full&sslrootcert=" + url.QueryEscape(ca)
+		chTLSBad := strings.Replace(chTLS, "://default@", "://default:"+testPassword+"@", 1)
+		runs = append(runs,
+			[]string{"check", "--pg", u.String(), "--ch", chTLSBad, "--ch-ca-file", ca},
+			[]string{"run", "--catch-up", "--metrics-addr", "", "--pg", u.String(), "--ch", chTLSBad, "--ch-ca-file", ca},
+			[]string{"run", "--catch-up", "--metrics-addr", "", "--pg", e.pgURL, "--ch", chTLSBad, "--ch-ca-file", ca})
+	}
 	for _, args := range runs {
 		out, err := e.ferry(args...)
 		t.Logf("ferry %s: %v", args[0], err)
 		assertNoPassword(t, "ferry "+strings.Join(args[:1], " "), out)
+		if strings.Contains(strings.Join(args, " "), "--ch-ca-file") && (err == nil || !strings.Contains(out, "not signed by a CA ferry trusts")) {
+			t.Errorf("ferry %s with a wrong CA: err %v, want it to say the CA does not sign the certificate:\n%s", args[0], err, out)
+		}
 	}
 }
 

@@ -14,8 +14,11 @@ import (
 
 // connFlags are the connection settings every command shares.
 type connFlags struct {
-	PG         string `name:"pg" help:"PostgreSQL connection URL." env:"FERRY_PG_URL" required:""`
-	CH         string `name:"ch" help:"ClickHouse native-protocol URL, e.g. clickhouse://default@127.0.0.1:9000 (not needed by ferry run --sink kafka)." env:"FERRY_CH_URL"`
+	PG             string `name:"pg" help:"PostgreSQL connection URL. TLS: sslmode=verify-full&sslrootcert=<CA file> (libpq's parameters)." env:"FERRY_PG_URL" required:""`
+	PGPassword     string `name:"pg-password" help:"PostgreSQL password, when not in --pg (prefer the env var or a file: a flag shows in ps). PGPASSWORD and ~/.pgpass (PGPASSFILE) work too." env:"FERRY_PG_PASSWORD"`
+	PGPasswordFile string `name:"pg-password-file" help:"File whose first line is the PostgreSQL password." env:"FERRY_PG_PASSWORD_FILE" placeholder:"FILE"`
+	CH             string `name:"ch" help:"ClickHouse native-protocol URL, e.g. clickhouse://default@127.0.0.1:9000 (not needed by ferry run --sink kafka); ?secure=true for TLS." env:"FERRY_CH_URL"`
+	chSecretFlags
 	CHDatabase string `name:"ch-database" help:"ClickHouse database (created when missing). Default: the PostgreSQL database's name." env:"FERRY_CH_DATABASE"`
 	CHCluster  string `name:"ch-cluster" help:"ClickHouse cluster: DDL ON CLUSTER, ReplicatedReplacingMergeTree <table>_local tables and a Distributed <table> over them." env:"FERRY_CH_CLUSTER"`
 }
@@ -90,7 +93,8 @@ func openSink(ctx context.Context, c connFlags, log *zap.Logger) (*clickhouse.Si
 		}
 		db = cfg.Database
 	}
-	sink, err := clickhouse.New(ctx, clickhouse.Config{DSN: c.CH, Database: db, Logger: log, Cluster: c.CHCluster})
+	sink, err := clickhouse.New(ctx, clickhouse.Config{DSN: c.CH, Database: db, Logger: log, Cluster: c.CHCluster,
+		CAFile: c.CHCAFile, Password: c.chPassword})
 	if err != nil {
 		return nil, err
 	}

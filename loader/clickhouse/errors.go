@@ -123,7 +123,8 @@ func IsRetryable(err error) bool {
 		return false
 	}
 	var rej *rejectedError
-	if errors.As(err, &rej) {
+	var te *tlsError
+	if errors.As(err, &rej) || errors.As(err, &te) || errors.As(explainTLS(err, "", true), &te) {
 		return false
 	}
 	var ex *proto.Exception

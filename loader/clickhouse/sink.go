@@ -43,6 +43,15 @@ type Config struct {
 	// go to the Distributed table with insert_distributed_sync=1. ferry's
 	// own state tables stay on the server the DSN names.
 	Cluster string
+	// CAFile is a PEM file of the CAs that signed the server's certificate.
+	// Setting it turns TLS on, as secure=true in the DSN does, and makes
+	// those CAs the only ones trusted. Default: none; with secure=true the
+	// system's CAs are trusted.
+	CAFile string
+	// Password, when set, is used instead of a password in the DSN (which
+	// must then have none), e.g. read from a file. It never appears in a
+	// message. Default: the DSN's.
+	Password string
 }
 
 // Sink writes batches into the ClickHouse tables of one database. Its
@@ -74,6 +83,16 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	opts, err := ch.ParseDSN(cfg.DSN)
 	if err != nil {
 		return nil, red.wrap(err, "clickhouse: parse DSN %s", red.dsn())
+	}
+	if cfg.Password != "" {
+		if opts.Auth.Password != "" {
+			return nil, fmt.Errorf("clickhouse: DSN %s has a password and one is given apart (a password file or FERRY_CH_PASSWORD): give one", red.dsn())
+		}
+		opts.Auth.Password = cfg.Password
+		red.password = cfg.Password
+	}
+	if err := applyTLS(opts, cfg); err != nil {
+		return nil, err
 	}
 	if opts.Protocol != ch.Native {
 		return nil, fmt.Errorf("clickhouse: DSN %s uses the HTTP protocol; ferry needs the native one: "+
@@ -119,7 +138,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		return nil, red.wrap(err, "clickhouse: open connection to %s", s.host)
 	}
 	s.conn = conn
-	if err := s.connect(ctx, opts.Auth.Username); err != nil {
+	if err := s.connect(ctx, opts.Auth.Username, opts.TLS != nil); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
@@ -129,8 +148,12 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 }
 
 // connect pings the server and reads its version.
-func (s *Sink) connect(ctx context.Context, user string) error {
+func (s *Sink) connect(ctx context.Context, user string, secure bool) error {
 	if err := s.conn.Ping(ctx); err != nil {
+		var te *tlsError
+		if err = explainTLS(err, s.host, secure); errors.As(err, &te) {
+			return s.red.wrap(err, "clickhouse: connect to %s", s.host)
+		}
 		if user == "" {
 			user = "default"
 		}

@@ -1,0 +1,86 @@
+package clickhouse
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+)
+
+// applyTLS sets up TLS from cfg.CAFile: a CA file turns TLS on (as
+// ?secure=true in the DSN does) and is the only CA trusted. Without it a
+// DSN's secure=true trusts the system's CAs, and skip_verify=true none.
+func applyTLS(opts *ch.Options, cfg Config) error {
+	if cfg.CAFile == "" {
+		return nil
+	}
+	if opts.TLS != nil && opts.TLS.InsecureSkipVerify {
+		return errors.New("clickhouse: skip_verify=true in the DSN and a CA file (--ch-ca-file) contradict each other: drop one")
+	}
+	pem, err := os.ReadFile(cfg.CAFile)
+	if err != nil {
+		return fmt.Errorf("clickhouse: read the CA file (--ch-ca-file) %s: %w", cfg.CAFile, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("clickhouse: the CA file (--ch-ca-file) %s holds no PEM certificate", cfg.CAFile)
+	}
+	if opts.TLS == nil {
+		opts.TLS = &tls.Config{}
+	}
+	opts.TLS.RootCAs = pool
+	opts.TLS.MinVersion = tls.VersionTLS12
+	return nil
+}
+
+// tlsError is a failure to set up TLS with the server that retrying does
+// not mend: the certificate is not trusted or not the host's, or one side
+// speaks TLS and the other does not.
+type tlsError struct {
+	hint string
+	err  error
+}
+
+func (e *tlsError) Error() string { return e.hint + ": " + e.err.Error() }
+func (e *tlsError) Unwrap() error { return e.err }
+
+// IsTLSError reports whether err is a failure to set up TLS with the
+// server (an untrusted or wrong certificate, TLS to a plain port).
+func IsTLSError(err error) bool {
+	var te *tlsError
+	return errors.As(err, &te)
+}
+
+// explainTLS turns a TLS failure of the connection to host into an error
+// that says which setting to change; other errors it returns as they are.
+func explainTLS(err error, host string, secure bool) error {
+	var unknown x509.UnknownAuthorityError
+	var name x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var header tls.RecordHeaderError
+	var verify *tls.CertificateVerificationError
+	switch {
+	case errors.As(err, &unknown):
+		return &tlsError{err: err, hint: fmt.Sprintf("ClickHouse TLS: the certificate of %s is not signed by a CA ferry trusts: "+
+			"give the CA that signed it with --ch-ca-file (FERRY_CH_CA_FILE)", host)}
+	case errors.As(err, &name):
+		return &tlsError{err: err, hint: fmt.Sprintf("ClickHouse TLS: the certificate of %s does not name that host: "+
+			"connect with a name the certificate lists (in --ch), or set tls_server_name=<name> in --ch", host)}
+	case errors.As(err, &invalid), errors.As(err, &verify):
+		return &tlsError{err: err, hint: fmt.Sprintf("ClickHouse TLS: the certificate of %s is not valid (expired, or not for a server)", host)}
+	case errors.As(err, &header) && secure:
+		return &tlsError{err: err, hint: fmt.Sprintf("ClickHouse TLS: %s does not speak TLS: with secure=true or --ch-ca-file, "+
+			"--ch must name ClickHouse's secure native port (tcp_port_secure, 9440 by default), not the plain one", host)}
+	case !secure && isEOF(err):
+		return fmt.Errorf("%w (if %s is ClickHouse's secure native port, add ?secure=true to --ch)", err, host)
+	}
+	return err
+}
+
+func isEOF(err error) bool {
+	return err != nil && (strings.HasSuffix(err.Error(), "EOF") || strings.Contains(err.Error(), "connection reset"))
+}
