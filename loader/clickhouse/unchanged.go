@@ -44,21 +44,36 @@ func (s *Sink) resolveUnchanged(ctx context.Context, tm *schema.TableMap, rows [
 	for i := range rows {
 		keys[i] = keyString(tm, rows[i].Values)
 	}
-	stored, err := s.lookupUnchanged(ctx, tm, rows, keys)
+	moved := movedFrom(rows, keys)
+	stored, err := s.lookupUnchanged(ctx, tm, rows, keys, moved)
 	if err != nil {
 		return nil, err
 	}
 	out := slices.Clone(rows)
 	last := make(map[string]int, len(rows))
+	before := map[int]int{} // a moved key's deleted row: the key's row before it, -1 when none
 	for i := range out {
+		if _, ok := moved[i+1]; ok {
+			p, ok := last[keys[i]]
+			if !ok {
+				p = -1
+			}
+			before[i] = p
+		}
 		r := &out[i]
 		if hasUnchanged(r.Values) {
+			src := keys[i]
+			prev, hasPrev := last[src]
+			if d, ok := moved[i]; ok {
+				src, prev = keys[d], before[d]
+				hasPrev = prev >= 0
+			}
 			vals := slices.Clone(r.Values)
 			for j, v := range vals {
 				if v != loader.Unchanged {
 					continue
 				}
-				if vals[j], err = s.unchangedValue(tm, out, last, stored, keys[i], i, j); err != nil {
+				if vals[j], err = s.unchangedValue(tm, out, prev, hasPrev, stored[src], i, j); err != nil {
 					return nil, err
 				}
 			}
@@ -69,18 +84,40 @@ func (s *Sink) resolveUnchanged(ctx context.Context, tm *schema.TableMap, rows [
 	return out, nil
 }
 
-// unchangedValue finds the value of column j for row i of out.
-func (s *Sink) unchangedValue(tm *schema.TableMap, out []loader.Row, last map[string]int,
-	stored map[string][]any, key string, i, j int) (any, error) {
+// movedFrom finds the rows of updates that changed the key: the replicator
+// sends such an update as the old key's deleted row followed at once by
+// the new row, both with the change's version. Their Unchanged values are
+// the old key's, so the map gives, for each such row, the index of the
+// deleted row before it.
+func movedFrom(rows []loader.Row, keys []string) map[int]int {
+	var moved map[int]int
+	for i := 1; i < len(rows); i++ {
+		p := &rows[i-1]
+		if p.Deleted && !rows[i].Deleted && p.Version == rows[i].Version && keys[i-1] != keys[i] &&
+			hasUnchanged(rows[i].Values) {
+			if moved == nil {
+				moved = map[int]int{}
+			}
+			moved[i] = i - 1
+		}
+	}
+	return moved
+}
+
+// unchangedValue finds the value of column j for row i of out: from the
+// earlier row prev of the same key (hasPrev), or else from stored, the
+// key's row in ClickHouse (nil when there is none).
+func (s *Sink) unchangedValue(tm *schema.TableMap, out []loader.Row, prev int, hasPrev bool,
+	stored []any, i, j int) (any, error) {
 	if out[i].Deleted {
 		return tm.Columns[j].Zero(), nil
 	}
-	if p, ok := last[key]; ok {
-		if !out[p].Deleted {
-			return out[p].Values[j], nil
+	if hasPrev {
+		if !out[prev].Deleted {
+			return out[prev].Values[j], nil
 		}
-	} else if vals, ok := stored[key]; ok {
-		return vals[j], nil
+	} else if stored != nil {
+		return stored[j], nil
 	}
 	return nil, reject(fmt.Errorf("clickhouse: write %s: no value for unchanged (TOASTed) column %q of the row with key %s: "+
 		"it is neither in an earlier row of the batch nor stored in ClickHouse; "+
@@ -89,22 +126,32 @@ func (s *Sink) unchangedValue(tm *schema.TableMap, out []loader.Row, last map[st
 }
 
 // lookupUnchanged reads from ClickHouse the stored values of the keys whose
-// first row in the batch has Unchanged values. It returns, by key string, a
-// row of values indexed like tm.Columns, holding the needed columns.
+// first row in the batch is needed for Unchanged values: that of a row
+// with Unchanged values, or for a row that moved to a new key, the old
+// key's. It returns, by key string, a row of values indexed like
+// tm.Columns, holding the needed columns.
 func (s *Sink) lookupUnchanged(ctx context.Context, tm *schema.TableMap, rows []loader.Row,
-	keys []string) (map[string][]any, error) {
-	seen := make(map[string]bool, len(rows))
+	keys []string, moved map[int]int) (map[string][]any, error) {
+	first := make(map[string]int, len(rows))
+	for i := len(rows) - 1; i >= 0; i-- {
+		first[keys[i]] = i
+	}
 	need := make([]bool, len(tm.Columns))
-	var todo []int // rows to look up
+	var todo []int // rows whose key to look up
+	queued := map[int]bool{}
 	for i := range rows {
-		if seen[keys[i]] {
-			continue
-		}
-		seen[keys[i]] = true
 		if rows[i].Deleted || !hasUnchanged(rows[i].Values) {
 			continue
 		}
-		todo = append(todo, i)
+		src := i
+		if d, ok := moved[i]; ok {
+			src = d
+		}
+		if first[keys[src]] != src || queued[src] {
+			continue
+		}
+		queued[src] = true
+		todo = append(todo, src)
 		for j, v := range rows[i].Values {
 			if v == loader.Unchanged {
 				need[j] = true
