@@ -21,10 +21,7 @@ import (
 // A batch may be a replay: ferry stopped after writing it but before
 // confirming its WAL, and ClickHouse holds its rows already, maybe later
 // versions of their keys too, while the versions before the batch may
-// have been merged away. When ClickHouse holds a key at the row's version
-// or later, the row takes that stored row's values: at the same version
-// they are the ones it was written with before, and a later version
-// supersedes the row whatever it holds.
+// have been merged away; unchangedSource says how that is handled.
 func (s *Sink) resolveUnchanged(ctx context.Context, tm *schema.TableMap, rows []loader.Row) ([]loader.Row, error) {
 	first := slices.IndexFunc(rows, func(r loader.Row) bool { return hasUnchanged(r.Values) })
 	if first < 0 {
@@ -95,23 +92,28 @@ type storedRow struct {
 }
 
 // unchangedSource returns the row whose values replace row i's Unchanged
-// ones: the key's earlier row prev in the batch (hasPrev), or else what
-// ClickHouse holds: the key's own row when it is at row i's version or
-// later (a replay), or else the key's current row, which for a row that
-// moved its key is the old key's. ok is false when there is none.
+// ones. When ClickHouse holds the row's key at its version or later, the
+// row is a replay, and the stored row's values are taken: at the same
+// version they are the ones it was written with before; under a later
+// version the row is superseded, and so is every later row of the batch
+// that takes its values from it up to that version, for each of them finds
+// the same stored row. This check comes first: the key's earlier rows in
+// the batch may be superseded ones. Otherwise the values are those of the
+// key's earlier row prev in the batch (hasPrev), or else of the key's
+// current row in ClickHouse, which for a row that moved its key is the old
+// key's. ok is false when there is none.
 func unchangedSource(tm *schema.TableMap, out []loader.Row, i, prev int, hasPrev bool,
 	own, old *storedRow, isMoved bool) (src []any, ok bool) {
-	if out[i].Deleted {
+	switch {
+	case out[i].Deleted:
 		return zeros(tm), true
-	}
-	if hasPrev {
-		return out[prev].Values, !out[prev].Deleted
-	}
-	if own != nil && own.version >= out[i].Version {
+	case own != nil && own.version >= out[i].Version:
 		if own.deleted {
 			return zeros(tm), true // superseded by the deletion
 		}
 		return own.values, true
+	case hasPrev:
+		return out[prev].Values, !out[prev].Deleted
 	}
 	if isMoved {
 		own = old
