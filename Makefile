@@ -54,7 +54,7 @@ measure: build stack-up
 	bash deploy/measure-core.sh
 
 ## chaos: the fault-injection suite, long mode (20 SIGKILLs, 30 s ClickHouse outage, transactions up to
-##        10,000 rows; about 15 min). Needs root, initdb and clickhouse-server; starts private servers,
+##        10,000 rows; about 10 min). Needs root, initdb and clickhouse-server; starts private servers,
 ##        not the stack. Results table: CHAOS_REPORT (default .stack/chaos-report.md)
 chaos:
 	mkdir -p .stack
