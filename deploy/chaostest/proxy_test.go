@@ -1,7 +1,6 @@
 package chaostest
 
 import (
-	"io"
 	"net"
 	"sync"
 	"time"
@@ -102,10 +101,7 @@ func (p *proxy) pump(dst, src net.Conn) {
 			}
 		}
 		if err != nil {
-			if err != io.EOF {
-				return
-			}
-			return
+			return // EOF or a closed connection: serve closes both sides
 		}
 	}
 }
