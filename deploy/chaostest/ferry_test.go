@@ -50,6 +50,8 @@ func (s *syncBuffer) String() string {
 func startFerry(bin string, out *syncBuffer, args ...string) (*ferryProc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
+	// A test binary killed by its timeout must not leave ferry running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

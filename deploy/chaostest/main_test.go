@@ -83,6 +83,7 @@ func setup() (*suite, string, error) {
 	if s.dir, err = os.MkdirTemp("", "ferry-chaos-"); err != nil {
 		return nil, "", err
 	}
+	watchdog("rm -rf " + shellQuote([]string{s.dir}))
 	s.bin = filepath.Join(s.dir, "ferry")
 	start := time.Now()
 	if out, err := exec.Command(goBin, "build", "-o", s.bin, "../../cmd/ferry").CombinedOutput(); err != nil {
