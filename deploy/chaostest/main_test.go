@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -71,6 +72,9 @@ func setup() (*suite, string, error) {
 	pgBin, err := pgBinDir()
 	if err != nil {
 		return nil, "chaos suite: " + err.Error(), nil
+	}
+	if _, err := user.Lookup("postgres"); err != nil {
+		return nil, "chaos suite: no postgres OS user to run PostgreSQL as", nil
 	}
 	if _, err := exec.LookPath("clickhouse-server"); err != nil {
 		return nil, "chaos suite: no clickhouse-server in PATH", nil
