@@ -8,7 +8,7 @@ STACK   := deploy/stack.sh
 KAFKA   ?= 0
 GOFILES_CMD := find . -name '*.go' -not -path './.stack/*' -not -path './bin/*' -not -path './vendor/*' -print0
 
-.PHONY: build stack-up stack-down stack-status test fmt fmt-check vet demo measure clean
+.PHONY: build stack-up stack-down stack-status test fmt fmt-check vet demo measure chaos clean
 
 ## build: compile bin/ferry
 build:
@@ -52,6 +52,13 @@ demo:
 ## measure: build, start the stack and benchmark catch-up and initial load (RUNS=3; raw timings in .stack/measure/)
 measure: build stack-up
 	bash deploy/measure-core.sh
+
+## chaos: the fault-injection suite, long mode (20 SIGKILLs, 30 s ClickHouse outage, transactions up to
+##        10,000 rows; about 10 min). Needs root, initdb and clickhouse-server; starts private servers,
+##        not the stack. Results table: CHAOS_REPORT (default .stack/chaos-report.md)
+chaos:
+	mkdir -p .stack
+	CHAOS=full CHAOS_REPORT="$${CHAOS_REPORT:-$(CURDIR)/.stack/chaos-report.md}" $(GO) test -count=1 -v -timeout 60m ./deploy/chaostest
 
 ## clean: remove build output (the stack's data stays; use stack-down first)
 clean:

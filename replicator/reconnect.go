@@ -20,6 +20,13 @@ import (
 // first to stop.
 var errSlotActive = errors.New("slot in use")
 
+// maxRetryWait caps the backoff between attempts, both of a whole cycle
+// (runRetrying) and of a batch's write (stream.flushWithRetry). An attempt
+// against a server that is down costs a refused connection; a longer wait
+// only delays the recovery: with a 30 s cap, ClickHouse back after a 30 s
+// outage waited another 21 s for ferry's next attempt.
+const maxRetryWait = 10 * time.Second
+
 // errStreamEnded: the server ended the replication stream, as a walsender
 // does when PostgreSQL shuts down.
 var errStreamEnded = errors.New("the server ended the replication stream")
@@ -61,7 +68,7 @@ func (r *Replicator) runRetrying(ctx context.Context) error {
 			return nil
 		case <-time.After(wait):
 		}
-		wait = min(wait*2, 30*time.Second)
+		wait = min(wait*2, maxRetryWait)
 	}
 }
 

@@ -236,7 +236,7 @@ func (s *stream) flushWithRetry(ctx context.Context) error {
 		if err := s.sleep(ctx, wait); err != nil {
 			return err
 		}
-		wait = min(wait*2, 30*time.Second)
+		wait = min(wait*2, maxRetryWait)
 	}
 }
 

@@ -11,7 +11,11 @@ import (
 	"syscall"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
+
+	"github.com/ferry-cdc/ferry/loader"
+	"github.com/ferry-cdc/ferry/schema"
 )
 
 // redactor keeps a DSN's password out of messages.
@@ -151,4 +155,69 @@ func IsRetryable(err error) bool {
 	}
 	var oe *net.OpError
 	return errors.As(err, &oe)
+}
+
+// maxProbes bounds the inserts explainRejected makes: 2^20 rows.
+const maxProbes = 20
+
+// explainRejected turns the server's rejection of a whole batch (err, from
+// insert) into one that names the first row the server rejects, which
+// ClickHouse's message does not: it inserts ever shorter prefixes of the
+// batch until it finds the shortest one that fails. The prefixes that
+// succeed are rows the batch would have written anyway, and their versions
+// make writing them again harmless. Any other error, or one that a probe
+// does not reproduce, is returned as it is, as is a rejection of every
+// row alike (a table that no longer takes ferry's rows at all).
+func (s *Sink) explainRejected(ctx context.Context, tm *schema.TableMap, rows []loader.Row, err error) error {
+	var ex *proto.Exception
+	var rej *rejectedError
+	if !errors.As(err, &rej) || !errors.As(err, &ex) {
+		return err
+	}
+	lo, hi := 0, len(rows) // rows[:lo] is stored, rows[:hi] is rejected
+	for probes := 0; hi-lo > 1 && probes < maxProbes; probes++ {
+		mid := (lo + hi) / 2
+		perr := s.insert(ctx, tm, rows[:mid])
+		switch {
+		case perr == nil:
+			lo = mid
+		case errors.As(perr, &rej) && errors.As(perr, &ex):
+			hi = mid
+		default:
+			return err
+		}
+	}
+	if hi-lo > 1 {
+		return err
+	}
+	if lo == 0 && len(rows) > 1 && s.insert(ctx, tm, rows[1:2]) != nil {
+		return err // not the first row alone: the table, or every row
+	}
+	i := hi - 1
+	return reject(fmt.Errorf("clickhouse: ClickHouse rejects the row with key %s of %s (row %d of a batch of %d, version %d); "+
+		"fix the ClickHouse table or the value in PostgreSQL, then start ferry again: %w",
+		rowKey(tm, rows[i], i), s.table(tm.Name), i, len(rows), rows[i].Version, err))
+}
+
+// checkInsertTypes compares the column types the server announces for an
+// INSERT with the mapping's. A column whose type was changed behind
+// ferry's back would otherwise take the values the driver can convert,
+// silently narrowed (an Int32 into a UInt16 column wraps), until ferry's
+// next start noticed the difference.
+func checkInsertTypes(name string, tm *schema.TableMap, got []column.Interface, rows []loader.Row) error {
+	for j := range tm.Columns {
+		if j >= len(got) {
+			break
+		}
+		have, want := string(got[j].Type()), tm.Columns[j].Type
+		if normType(have) == normType(want) {
+			continue
+		}
+		return reject(fmt.Errorf("clickhouse: insert into %s: column %q is %s on the server but %s in ferry's mapping of %s "+
+			"(first row of the batch: key %s): the ClickHouse table was changed behind ferry's back; "+
+			"change the column back (ALTER TABLE %s MODIFY COLUMN %s %s), or drop the table to have ferry copy it anew",
+			name, tm.Columns[j].Name, have, want, tm.Source.QualifiedName(), rowKey(tm, rows[0], 0),
+			name, schema.QuoteCH(tm.Columns[j].Name), want))
+	}
+	return nil
 }

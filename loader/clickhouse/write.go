@@ -35,7 +35,7 @@ func (s *Sink) Write(ctx context.Context, b *loader.Batch) error {
 		return err
 	}
 	if err := s.insert(ctx, tm, rows); err != nil {
-		return err
+		return s.explainRejected(ctx, tm, rows, err)
 	}
 	s.log.Debug("wrote batch", zap.String("table", tm.Name), zap.Int("rows", len(rows)))
 	return nil
@@ -114,6 +114,9 @@ func (s *Sink) insert(ctx context.Context, tm *schema.TableMap, rows []loader.Ro
 			return reject(fmt.Errorf("clickhouse: insert into %s: column %d is %q on the server, ferry sends %q",
 				name, i, c.Name(), want[i]))
 		}
+	}
+	if err := checkInsertTypes(name, tm, got, rows); err != nil {
+		return err
 	}
 	if err := appendRows(batch, tm, rows); err != nil {
 		return reject(fmt.Errorf("clickhouse: insert into %s: %w", name, err))
