@@ -42,6 +42,12 @@ func (r *Replicator) runRetrying(ctx context.Context) error {
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		err := r.run(ctx)
+		if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// Stopped while connecting or writing: nothing past the
+			// confirmed position was acknowledged, so this is a clean stop.
+			r.log.Info("stopped", zap.Error(err))
+			return nil
+		}
 		if err == nil || ctx.Err() != nil || !r.transient(err) {
 			return err
 		}
