@@ -344,7 +344,7 @@ func TestKcatReadsEnvelope(t *testing.T) {
 	e.exec(`UPDATE items SET n = 2 WHERE id = 1`, `DELETE FROM items WHERE id = 1`)
 	e.publish("kcat_slot", 1)
 	out, err := exec.Command(kcat, "-b", strings.Join(e.brokers, ","), "-C", "-t", "it.public.items",
-		"-o", "beginning", "-e", "-q", "-f", "%k\t%h\t%s\n").Output()
+		"-o", "beginning", "-e", "-q", "-Z", "-f", "%k\t%h\t%s\n").Output()
 	if err != nil {
 		t.Fatalf("kcat: %v", err)
 	}
@@ -352,6 +352,13 @@ func TestKcatReadsEnvelope(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 		key, rest, _ := strings.Cut(line, "\t")
 		headers, value, _ := strings.Cut(rest, "\t")
+		if value == "NULL" { // -Z prints a null value so
+			ops = append(ops, "tombstone")
+			if key != `{"id":1}` {
+				t.Errorf("tombstone key %q", key)
+			}
+			continue
+		}
 		var env map[string]json.RawMessage
 		if err := json.Unmarshal([]byte(value), &env); err != nil {
 			t.Fatalf("kcat printed %q: %v", line, err)
@@ -379,7 +386,7 @@ func TestKcatReadsEnvelope(t *testing.T) {
 			t.Errorf("snapshot row's after is %s", env["after"])
 		}
 	}
-	if got := strings.Join(ops, ","); got != "t,r,u,d" {
-		t.Errorf("ops %s, want t,r,u,d (the copy's truncation, the snapshot row, the update, the delete)", got)
+	if got := strings.Join(ops, ","); got != "t,r,u,d,tombstone" {
+		t.Errorf("ops %s, want t,r,u,d,tombstone (the copy's truncation, the snapshot row, the update, the delete and its tombstone)", got)
 	}
 }
