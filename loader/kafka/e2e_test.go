@@ -169,7 +169,13 @@ func (e *env) load(dest kafka.Destination, group string, maxRows int) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return l.Run(ctx)
+	if err := l.Run(ctx); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		e.t.Fatalf("the loader did not catch up within a minute")
+	}
+	return nil
 }
 
 // tables are the replicated tables mapped for a sink.

@@ -174,9 +174,15 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 	}
 }
 
+// flushIfDue writes the batch when it is full or old enough. Messages that
+// bring no row (tombstones, rows dropped by a truncation) are committed as
+// soon as no row waits before them.
 func (l *Loader) flushIfDue(ctx context.Context, r *kafkago.Reader) error {
 	if l.batch.Full() || l.batch.Due(time.Now()) {
 		return l.flush(ctx, r)
+	}
+	if l.batch.Len() == 0 {
+		return l.commit(ctx, r)
 	}
 	return nil
 }
