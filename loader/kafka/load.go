@@ -59,6 +59,7 @@ type Loader struct {
 	tables  map[string]*loadTable   // by topic
 	batch   *loader.Batcher
 	pending []kafkago.Message // read, not yet committed
+	read    map[string]int    // messages read per "topic/partition" in this session
 }
 
 // NewLoader returns a Loader writing to dest.
@@ -133,6 +134,10 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 		JoinGroupBackoff: 500 * time.Millisecond,
 	})
 	defer r.Close()
+	l.read = map[string]int{}
+	defer func() {
+		l.log.Info("consumer session ended", zap.String("group", l.cfg.Group), zap.Any("messages_by_partition", l.read))
+	}()
 	rescan := time.Now().Add(l.cfg.Rescan)
 	for {
 		if ends != nil && l.batch.Len() == 0 {
@@ -165,6 +170,7 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 		case err != nil:
 			return fmt.Errorf("kafka: read: %w", err)
 		}
+		l.read[fmt.Sprintf("%s/%d", m.Topic, m.Partition)]++
 		if err := l.handle(ctx, r, m); err != nil {
 			return fmt.Errorf("kafka: %s partition %d offset %d: %w", m.Topic, m.Partition, m.Offset, err)
 		}

@@ -34,8 +34,10 @@ type Config struct {
 	// ReplicationFactor of the topics ferry creates. Default 1 (right for
 	// a test broker; use 3 on a production cluster).
 	ReplicationFactor int
-	// BatchBytes bounds one produce request; a row's message must fit in
-	// it and in the broker's message.max.bytes. Default 8 MiB.
+	// BatchBytes bounds the messages of one partition's record batch,
+	// which must fit in the broker's message.max.bytes (the topic's
+	// max.message.bytes); a row's message must fit in it too. Default
+	// 960 KiB, under Kafka's default of 1 MiB.
 	BatchBytes int64
 	// BatchTimeout is how long the producer waits to fill a batch before
 	// sending it. Write sends whole batches of rows at once, so this only
@@ -87,7 +89,7 @@ func New(cfg Config) (*Sink, error) {
 		cfg.ReplicationFactor = 1
 	}
 	if cfg.BatchBytes <= 0 {
-		cfg.BatchBytes = 8 << 20
+		cfg.BatchBytes = 960 << 10
 	}
 	if cfg.BatchTimeout <= 0 {
 		cfg.BatchTimeout = 2 * time.Millisecond
