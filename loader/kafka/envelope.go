@@ -33,8 +33,8 @@ const (
 	// they hold UnavailableValue.
 	HeaderUnchanged = "ferry.unchanged"
 	// HeaderTruncate is on truncation ('t') messages, one on each
-	// partition: "<id>:<partition index>", the id growing with every
-	// truncation of the publisher.
+	// partition: "<id>:<partition index>:<partitions>", the id growing
+	// with every truncation of the publisher.
 	HeaderTruncate = "ferry.truncate"
 	// HeaderDrop is on the truncation messages that end a table's topic
 	// when the table was renamed: its value is the topic the table moved

@@ -58,8 +58,10 @@ type Loader struct {
 	schemas map[string]schema.Table // by schema id
 	tables  map[string]*loadTable   // by topic
 	batch   *loader.Batcher
-	pending []kafkago.Message // read, not yet committed
-	read    map[string]int    // messages read per "topic/partition" in this session
+	pending []kafkago.Message      // read, not yet committed
+	read    map[string]int         // messages read per "topic/partition" in this session
+	store   loader.TableStateStore // where truncations are kept; nil: in memory only
+	cuts    map[string]*cut        // by topic, nil for none; missing: not read yet
 }
 
 // NewLoader returns a Loader writing to dest.
@@ -83,7 +85,8 @@ func NewLoader(cfg LoadConfig, dest Destination) (*Loader, error) {
 	if cfg.Rescan <= 0 {
 		cfg.Rescan = 10 * time.Second
 	}
-	return &Loader{cfg: cfg, dest: dest, log: cfg.Logger, schemas: map[string]schema.Table{},
+	store, _ := dest.(loader.TableStateStore)
+	return &Loader{cfg: cfg, dest: dest, log: cfg.Logger, schemas: map[string]schema.Table{}, store: store, cuts: map[string]*cut{},
 		tables: map[string]*loadTable{}, batch: loader.NewBatcher(dest, cfg.MaxRows, cfg.MaxBytes, cfg.MaxAge)}, nil
 }
 

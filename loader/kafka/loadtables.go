@@ -21,10 +21,8 @@ type loadTable struct {
 	// that brought it. Every row of an older description has a lower
 	// version, so a row read late, from a partition behind the others, is
 	// converted into this mapping instead of turning the table back.
-	since      uint64
-	truncation int64        // id of the last truncation applied, 0 for none
-	reached    map[int]bool // partitions whose 't' message of it was read
-	dropped    bool         // the last truncation dropped the table (renamed away)
+	since   uint64
+	dropped bool // the last truncation dropped the table (renamed away)
 }
 
 // handle takes in one message.
@@ -38,7 +36,11 @@ func (l *Loader) handle(ctx context.Context, r *kafkago.Reader, m kafkago.Messag
 	if header(m, HeaderTruncate) != nil {
 		return l.truncate(ctx, r, m)
 	}
-	if cur := l.tables[m.Topic]; cur != nil && cur.truncation != 0 && !cur.reached[m.Partition] {
+	c, err := l.cutFor(ctx, m.Topic)
+	if err != nil {
+		return err
+	}
+	if c.behind(m) {
 		// Published before the last truncation, on a partition read
 		// behind the one that brought it.
 		l.pending = append(l.pending, m)
@@ -95,9 +97,6 @@ func (l *Loader) decode(ctx context.Context, r *kafkago.Reader, m kafkago.Messag
 	if err != nil {
 		return nil, decoded{}, err
 	}
-	if cur != nil {
-		next.truncation, next.reached = cur.truncation, cur.reached
-	}
 	l.tables[m.Topic] = next
 	return next, d, nil
 }
@@ -126,15 +125,27 @@ func lateReader(cur, t *table) *table {
 // later, and its rows until then are dropped.
 func (l *Loader) truncate(ctx context.Context, r *kafkago.Reader, m kafkago.Message) error {
 	h := string(header(m, HeaderTruncate))
-	idText, _, _ := strings.Cut(h, ":")
-	id, err := strconv.ParseInt(idText, 10, 64)
+	fields := strings.Split(h, ":")
+	id, err := strconv.ParseInt(fields[0], 10, 64)
 	if err != nil {
 		return fmt.Errorf("header %s %q: %w", HeaderTruncate, h, err)
 	}
-	cur := l.tables[m.Topic]
-	if cur != nil && id <= cur.truncation {
-		if id == cur.truncation {
-			cur.reached[m.Partition] = true
+	var partitions int
+	if len(fields) > 2 {
+		partitions, _ = strconv.Atoi(fields[2])
+	}
+	c, err := l.cutFor(ctx, m.Topic)
+	if err != nil {
+		return err
+	}
+	if c != nil && id <= c.ID {
+		if _, ok := c.Markers[m.Partition]; id == c.ID && !ok {
+			// Saved before the offsets of the rows skipped until
+			// here are committed.
+			c.Markers[m.Partition] = m.Offset
+			if err := l.saveCut(ctx, m.Topic, c); err != nil {
+				return err
+			}
 		}
 		l.pending = append(l.pending, m)
 		return nil
@@ -154,7 +165,8 @@ func (l *Loader) truncate(ctx context.Context, r *kafkago.Reader, m kafkago.Mess
 	if err := l.flush(ctx, r); err != nil {
 		return err
 	}
-	next := &loadTable{table: t, since: d.row.Version + 1, truncation: id, reached: map[int]bool{m.Partition: true}}
+	cur := l.tables[m.Topic]
+	next := &loadTable{table: t, since: d.row.Version + 1}
 	if cur != nil {
 		next.since = max(next.since, cur.since)
 	}
@@ -167,6 +179,11 @@ func (l *Loader) truncate(ctx context.Context, r *kafkago.Reader, m kafkago.Mess
 		err = l.empty(ctx, cur, t.tm)
 	}
 	if err != nil {
+		return err
+	}
+	// Saved before its offset is committed: a loader started after a
+	// crash does not apply it again when a partition behind delivers it.
+	if err := l.saveCut(ctx, m.Topic, &cut{ID: id, Markers: map[int]int64{m.Partition: m.Offset}, Partitions: partitions}); err != nil {
 		return err
 	}
 	l.tables[m.Topic] = next

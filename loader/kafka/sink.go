@@ -250,7 +250,7 @@ func (s *Sink) marker(ctx context.Context, t *table, extra []kafkago.Header) err
 			return err
 		}
 		msgs[i].Headers = append([]kafkago.Header{{Key: HeaderSchema, Value: []byte(t.schemaID)},
-			{Key: HeaderTruncate, Value: fmt.Appendf(nil, "%d:%d", id, i)}}, extra...)
+			{Key: HeaderTruncate, Value: fmt.Appendf(nil, "%d:%d:%d", id, i, n)}}, extra...)
 	}
 	return s.write(ctx, msgs...)
 }
@@ -328,6 +328,7 @@ type balancer struct{ kafkago.Murmur2Balancer }
 func (b balancer) Balance(m kafkago.Message, partitions ...int) int {
 	if h := header(m, HeaderTruncate); h != nil {
 		_, i, _ := strings.Cut(string(h), ":")
+		i, _, _ = strings.Cut(i, ":")
 		n, _ := strconv.Atoi(i)
 		return partitions[n%len(partitions)]
 	}
