@@ -36,9 +36,19 @@ func (c *cut) behind(m kafkago.Message) bool {
 }
 
 // cutSlot is the key the destination keeps a topic's cut under (its
-// TableStateStore's slot, with oid 0). PostgreSQL slot names cannot hold
-// ':', so it never meets a replication slot's states.
+// TableStateStore's slot): oid 0 holds the truncation, oid p+1 the offset
+// of its message on partition p, so that the loaders of a group, each
+// owning some partitions, never write the same record but for the first.
+// PostgreSQL slot names cannot hold ':', so it never meets a replication
+// slot's states.
 func cutSlot(topic string) string { return "kafka-truncation:" + topic }
+
+// cutRecord is one record of a cut.
+type cutRecord struct {
+	ID         int64 `json:"id"`
+	Offset     int64 `json:"offset,omitempty"`
+	Partitions int   `json:"partitions,omitempty"`
+}
 
 // cutFor returns the topic's last truncation, read from the destination on
 // first use; nil when there was none.
@@ -46,37 +56,63 @@ func (l *Loader) cutFor(ctx context.Context, topic string) (*cut, error) {
 	if c, ok := l.cuts[topic]; ok {
 		return c, nil
 	}
-	var c *cut
-	if l.store != nil {
-		states, err := l.store.TableStates(ctx, cutSlot(topic))
-		if err != nil {
-			return nil, fmt.Errorf("read the last truncation of %s: %w", topic, err)
-		}
-		if raw := states[0]; raw != nil {
-			c = &cut{}
-			if err := json.Unmarshal(raw, c); err != nil {
-				return nil, fmt.Errorf("read the last truncation of %s: %w", topic, err)
-			}
-			if c.Markers == nil {
-				c.Markers = map[int]int64{}
-			}
-		}
+	c, err := l.readCut(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("read the last truncation of %s: %w", topic, err)
 	}
 	l.cuts[topic] = c
 	return c, nil
 }
 
-// saveCut records the topic's last truncation durably.
-func (l *Loader) saveCut(ctx context.Context, topic string, c *cut) error {
+func (l *Loader) readCut(ctx context.Context, topic string) (*cut, error) {
+	if l.store == nil {
+		return nil, nil
+	}
+	states, err := l.store.TableStates(ctx, cutSlot(topic))
+	if err != nil || states[0] == nil {
+		return nil, err
+	}
+	recs := map[uint32]cutRecord{}
+	for oid, raw := range states {
+		var rec cutRecord
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return nil, err
+		}
+		recs[oid] = rec
+	}
+	c := &cut{ID: recs[0].ID, Partitions: recs[0].Partitions, Markers: map[int]int64{}}
+	for oid, rec := range recs {
+		if oid > 0 && rec.ID == c.ID {
+			c.Markers[int(oid-1)] = rec.Offset
+		}
+	}
+	return c, nil
+}
+
+// applied records, durably, that the loader applied a truncation, whose
+// message it read on one partition.
+func (l *Loader) applied(ctx context.Context, topic string, c *cut, partition int) error {
 	l.cuts[topic] = c
+	if err := l.saveRecord(ctx, topic, 0, cutRecord{ID: c.ID, Partitions: c.Partitions}); err != nil {
+		return err
+	}
+	return l.reached(ctx, topic, c, partition)
+}
+
+// reached records, durably, that a partition delivered the truncation c.
+func (l *Loader) reached(ctx context.Context, topic string, c *cut, partition int) error {
+	return l.saveRecord(ctx, topic, uint32(partition)+1, cutRecord{ID: c.ID, Offset: c.Markers[partition]})
+}
+
+func (l *Loader) saveRecord(ctx context.Context, topic string, oid uint32, rec cutRecord) error {
 	if l.store == nil {
 		return nil
 	}
-	raw, err := json.Marshal(c)
+	raw, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	if err := l.store.SetTableState(ctx, cutSlot(topic), 0, raw); err != nil {
+	if err := l.store.SetTableState(ctx, cutSlot(topic), oid, raw); err != nil {
 		return fmt.Errorf("record the truncation of %s: %w", topic, err)
 	}
 	return nil

@@ -124,72 +124,105 @@ func lateReader(cur, t *table) *table {
 // table was renamed away; a partition read behind delivers its message
 // later, and its rows until then are dropped.
 func (l *Loader) truncate(ctx context.Context, r *kafkago.Reader, m kafkago.Message) error {
-	h := string(header(m, HeaderTruncate))
-	fields := strings.Split(h, ":")
-	id, err := strconv.ParseInt(fields[0], 10, 64)
+	id, partitions, err := truncation(m)
 	if err != nil {
-		return fmt.Errorf("header %s %q: %w", HeaderTruncate, h, err)
-	}
-	var partitions int
-	if len(fields) > 2 {
-		partitions, _ = strconv.Atoi(fields[2])
+		return err
 	}
 	c, err := l.cutFor(ctx, m.Topic)
 	if err != nil {
 		return err
 	}
 	if c != nil && id <= c.ID {
-		if _, ok := c.Markers[m.Partition]; id == c.ID && !ok {
-			// Saved before the offsets of the rows skipped until
-			// here are committed.
-			c.Markers[m.Partition] = m.Offset
-			if err := l.saveCut(ctx, m.Topic, c); err != nil {
-				return err
-			}
-		}
-		l.pending = append(l.pending, m)
-		return nil
+		return l.reach(ctx, m, c, id)
 	}
-	src, err := l.schema(ctx, string(header(m, HeaderSchema)))
-	if err != nil {
-		return err
-	}
-	t, err := newTable(l.cfg.TopicPrefix, src, l.dest.Capabilities())
-	if err != nil {
-		return err
-	}
-	d, err := t.decode(m)
+	next, err := l.truncatedTable(ctx, m)
 	if err != nil {
 		return err
 	}
 	if err := l.flush(ctx, r); err != nil {
 		return err
 	}
-	cur := l.tables[m.Topic]
-	next := &loadTable{table: t, since: d.row.Version + 1}
-	if cur != nil {
-		next.since = max(next.since, cur.since)
+	// Another loader of the group, reading another partition, may have
+	// applied it since this one read the destination's record.
+	if c, err = l.readCut(ctx, m.Topic); err != nil {
+		return err
+	}
+	if c != nil && id <= c.ID {
+		l.cuts[m.Topic] = c
+		if id == c.ID {
+			l.tables[m.Topic] = next
+		}
+		return l.reach(ctx, m, c, id)
 	}
 	if to := header(m, HeaderDrop); to != nil {
-		next.dropped = true
-		err = l.dest.DropTable(ctx, t.tm.Name)
+		err = l.dest.DropTable(ctx, next.tm.Name)
 		l.log.Info("table renamed: dropped its ClickHouse table; its new topic brings a copy",
-			zap.String("table", t.tm.Name), zap.String("new_topic", string(to)))
+			zap.String("table", next.tm.Name), zap.String("new_topic", string(to)))
 	} else {
-		err = l.empty(ctx, cur, t.tm)
+		err = l.empty(ctx, l.tables[m.Topic], next.tm)
 	}
 	if err != nil {
 		return err
 	}
-	// Saved before its offset is committed: a loader started after a
+	// Recorded before its offset is committed: a loader started after a
 	// crash does not apply it again when a partition behind delivers it.
-	if err := l.saveCut(ctx, m.Topic, &cut{ID: id, Markers: map[int]int64{m.Partition: m.Offset}, Partitions: partitions}); err != nil {
+	c = &cut{ID: id, Markers: map[int]int64{m.Partition: m.Offset}, Partitions: partitions}
+	if err := l.applied(ctx, m.Topic, c, m.Partition); err != nil {
 		return err
 	}
 	l.tables[m.Topic] = next
 	// Its offset is committed only once the table is empty.
 	l.pending = append(l.pending, m)
 	return l.commit(ctx, r)
+}
+
+// truncation reads a truncation message's id and partition count (0 when
+// the header has none).
+func truncation(m kafkago.Message) (id int64, partitions int, err error) {
+	h := string(header(m, HeaderTruncate))
+	fields := strings.Split(h, ":")
+	if id, err = strconv.ParseInt(fields[0], 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("header %s %q: %w", HeaderTruncate, h, err)
+	}
+	if len(fields) > 2 {
+		partitions, _ = strconv.Atoi(fields[2])
+	}
+	return id, partitions, nil
+}
+
+// reach takes in a message of a truncation already applied (or older).
+func (l *Loader) reach(ctx context.Context, m kafkago.Message, c *cut, id int64) error {
+	if _, ok := c.Markers[m.Partition]; id == c.ID && !ok {
+		// Recorded before the offsets of the rows skipped until here
+		// are committed.
+		c.Markers[m.Partition] = m.Offset
+		if err := l.reached(ctx, m.Topic, c, m.Partition); err != nil {
+			return err
+		}
+	}
+	l.pending = append(l.pending, m)
+	return nil
+}
+
+// truncatedTable is the mapping of a topic after a truncation message.
+func (l *Loader) truncatedTable(ctx context.Context, m kafkago.Message) (*loadTable, error) {
+	src, err := l.schema(ctx, string(header(m, HeaderSchema)))
+	if err != nil {
+		return nil, err
+	}
+	t, err := newTable(l.cfg.TopicPrefix, src, l.dest.Capabilities())
+	if err != nil {
+		return nil, err
+	}
+	d, err := t.decode(m)
+	if err != nil {
+		return nil, err
+	}
+	next := &loadTable{table: t, since: d.row.Version + 1, dropped: header(m, HeaderDrop) != nil}
+	if cur := l.tables[m.Topic]; cur != nil {
+		next.since = max(next.since, cur.since)
+	}
+	return next, nil
 }
 
 // empty leaves an empty table of the mapping tm: truncated when the table
