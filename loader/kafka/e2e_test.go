@@ -347,7 +347,24 @@ func TestKcatReadsEnvelope(t *testing.T) {
 	e.exec(`CREATE TABLE items (id int PRIMARY KEY, n numeric(10,2), at timestamptz)`,
 		`INSERT INTO items VALUES (1, 1.50, '2024-05-01 12:00:00.123456+00')`)
 	e.publish("kcat_slot", 1)
-	e.exec(`UPDATE items SET n = 2 WHERE id = 1`, `DELETE FROM items WHERE id = 1`)
+	ctx := context.Background()
+	before := time.Now()
+	tx, err := e.pg.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var xid float64 // as encoding/json reads numbers
+	if _, err := tx.Exec(ctx, `UPDATE items SET n = 2 WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, `SELECT (txid_current() % 4294967296)::float8`).Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`DELETE FROM items WHERE id = 1`)
+	after := time.Now()
 	e.publish("kcat_slot", 1)
 	out, err := exec.Command(kcat, "-b", strings.Join(e.brokers, ","), "-C", "-t", "it.public.items",
 		"-o", "beginning", "-e", "-q", "-Z", "-f", "%k\t%h\t%s\n").Output()
@@ -384,6 +401,19 @@ func TestKcatReadsEnvelope(t *testing.T) {
 		_ = json.Unmarshal(env["source"], &src)
 		if src["connector"] != "ferry" || src["db"] != e.db || src["schema"] != "public" || src["table"] != "items" || src["lsn"] == nil {
 			t.Errorf("source block %s", env["source"])
+		}
+		commitMs, _ := src["ts_ms"].(float64)
+		var published float64
+		_ = json.Unmarshal(env["ts_ms"], &published)
+		switch {
+		case op == "r" && (src["txId"] != nil || src["snapshot"] != "true" || commitMs <= 0):
+			t.Errorf("a snapshot row's source should have no txId, snapshot true and the copy's time: %s", env["source"])
+		case op == "u" && src["txId"] != xid:
+			t.Errorf("the update's source.txId is %v, want the transaction's xid %v", src["txId"], xid)
+		case op != "r" && (commitMs < float64(before.UnixMilli()-1000) || commitMs > float64(after.UnixMilli()+1000)):
+			t.Errorf("%s: source.ts_ms %v is not the commit time (between %d and %d)", op, commitMs, before.UnixMilli(), after.UnixMilli())
+		case published < commitMs:
+			t.Errorf("%s: published (ts_ms %v) before the commit (source.ts_ms %v)", op, published, commitMs)
 		}
 		if key != `{"id":1}` || !strings.Contains(headers, "ferry.schema=") {
 			t.Errorf("key %q, headers %q", key, headers)
