@@ -160,25 +160,24 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 		case ctx.Err() != nil:
 			return l.finalFlush(r)
 		case errors.Is(err, context.DeadlineExceeded):
-			if err := l.flushIfDue(ctx, r); err != nil {
-				return err
-			}
-			if ends == nil && time.Now().After(rescan) {
-				rescan = time.Now().Add(l.cfg.Rescan)
-				if changed, err := l.topicsChanged(ctx, topics); err != nil || changed {
-					return errors.Join(l.flush(ctx, r), err, errRescan)
-				}
-			}
-			continue
 		case err != nil:
 			return fmt.Errorf("kafka: read: %w", err)
-		}
-		l.read[fmt.Sprintf("%s/%d", m.Topic, m.Partition)]++
-		if err := l.handle(ctx, r, m); err != nil {
-			return fmt.Errorf("kafka: %s partition %d offset %d: %w", m.Topic, m.Partition, m.Offset, err)
+		default:
+			l.read[fmt.Sprintf("%s/%d", m.Topic, m.Partition)]++
+			if err := l.handle(ctx, r, m); err != nil {
+				return fmt.Errorf("kafka: %s partition %d offset %d: %w", m.Topic, m.Partition, m.Offset, err)
+			}
 		}
 		if err := l.flushIfDue(ctx, r); err != nil {
 			return err
+		}
+		// Checked busy or idle: a renamed table's new topic must not wait
+		// for a quiet moment.
+		if ends == nil && time.Now().After(rescan) {
+			rescan = time.Now().Add(l.cfg.Rescan)
+			if changed, err := l.topicsChanged(ctx, topics); err != nil || changed {
+				return errors.Join(l.flush(ctx, r), err, errRescan)
+			}
 		}
 	}
 }
