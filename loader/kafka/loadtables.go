@@ -63,7 +63,10 @@ func (l *Loader) decode(ctx context.Context, r *kafkago.Reader, m kafkago.Messag
 	if id == "" {
 		return nil, decoded{}, fmt.Errorf("no %s header: not a ferry change message", HeaderSchema)
 	}
-	cur := l.tables[m.Topic]
+	cur, err := l.current(ctx, m.Topic)
+	if err != nil {
+		return nil, decoded{}, err
+	}
 	if cur != nil && !cur.dropped && cur.schemaID == id {
 		d, err := cur.decode(m)
 		return cur, d, err
@@ -97,7 +100,9 @@ func (l *Loader) decode(ctx context.Context, r *kafkago.Reader, m kafkago.Messag
 	if err != nil {
 		return nil, decoded{}, err
 	}
-	l.tables[m.Topic] = next
+	if err := l.setTable(ctx, m.Topic, next); err != nil {
+		return nil, decoded{}, err
+	}
 	return next, d, nil
 }
 
@@ -150,7 +155,7 @@ func (l *Loader) truncate(ctx context.Context, r *kafkago.Reader, m kafkago.Mess
 	if c != nil && id <= c.ID {
 		l.cuts[m.Topic] = c
 		if id == c.ID {
-			l.tables[m.Topic] = next
+			l.tables[m.Topic] = next // the other loader recorded it
 		}
 		return l.reach(ctx, m, c, id)
 	}
@@ -159,7 +164,7 @@ func (l *Loader) truncate(ctx context.Context, r *kafkago.Reader, m kafkago.Mess
 		l.log.Info("table renamed: dropped its ClickHouse table; its new topic brings a copy",
 			zap.String("table", next.tm.Name), zap.String("new_topic", string(to)))
 	} else {
-		err = l.empty(ctx, l.tables[m.Topic], next.tm)
+		err = l.empty(ctx, next.tm)
 	}
 	if err != nil {
 		return err
@@ -170,7 +175,9 @@ func (l *Loader) truncate(ctx context.Context, r *kafkago.Reader, m kafkago.Mess
 	if err := l.applied(ctx, m.Topic, c, m.Partition); err != nil {
 		return err
 	}
-	l.tables[m.Topic] = next
+	if err := l.setTable(ctx, m.Topic, next); err != nil {
+		return err
+	}
 	// Its offset is committed only once the table is empty.
 	l.pending = append(l.pending, m)
 	return l.commit(ctx, r)
@@ -219,15 +226,16 @@ func (l *Loader) truncatedTable(ctx context.Context, m kafkago.Message) (*loadTa
 		return nil, err
 	}
 	next := &loadTable{table: t, since: d.row.Version + 1, dropped: header(m, HeaderDrop) != nil}
-	if cur := l.tables[m.Topic]; cur != nil {
+	cur, err := l.current(ctx, m.Topic)
+	if cur != nil {
 		next.since = max(next.since, cur.since)
 	}
-	return next, nil
+	return next, err
 }
 
 // empty leaves an empty table of the mapping tm: truncated when the table
 // has its columns, replaced when it has others, created when missing.
-func (l *Loader) empty(ctx context.Context, cur *loadTable, tm *schema.TableMap) error {
+func (l *Loader) empty(ctx context.Context, tm *schema.TableMap) error {
 	exists, matches, err := l.dest.Matches(ctx, tm)
 	switch {
 	case err != nil:
@@ -241,9 +249,7 @@ func (l *Loader) empty(ctx context.Context, cur *loadTable, tm *schema.TableMap)
 	if err := l.dest.Truncate(ctx, tm); err != nil {
 		return err
 	}
-	if cur != nil {
-		l.log.Info("truncated", zap.String("table", tm.Name))
-	}
+	l.log.Info("truncated", zap.String("table", tm.Name))
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/loader/clickhouse"
+	"github.com/ferry-cdc/ferry/replicator"
 	"github.com/ferry-cdc/ferry/schema"
 )
 
@@ -48,6 +49,51 @@ func TestLoaderRestartAcrossTruncation(t *testing.T) {
 		t.Fatal("the first loader should have died")
 	}
 	if err := e.load(sink, "trunc-loader", 100); err != nil {
+		t.Fatalf("load after the crash: %v", err)
+	}
+	e.verifyAll(sink)
+}
+
+// dyingAfterAlter fails its first write after an in-place change.
+type dyingAfterAlter struct {
+	*clickhouse.Sink
+	altered bool
+}
+
+func (d *dyingAfterAlter) AlterTable(ctx context.Context, tm *schema.TableMap, changes []schema.ColumnChange) error {
+	d.altered = true
+	return d.Sink.AlterTable(ctx, tm, changes)
+}
+
+func (d *dyingAfterAlter) Write(ctx context.Context, b *loader.Batch) error {
+	if d.altered {
+		return errKilled
+	}
+	return d.Sink.Write(ctx, b)
+}
+
+// TestLoaderRestartAfterInPlaceChange restarts a loader right after it
+// altered its table, while other partitions still hold rows of the older
+// description: the next loader knows its table's description and reads
+// those rows into it.
+func TestLoaderRestartAfterInPlaceChange(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE items (id int PRIMARY KEY, v text)`,
+		`INSERT INTO items SELECT g, 'old' FROM generate_series(1, 3000) g`)
+	if err := replicator.Setup(context.Background(), e.pgURL, "ferry"); err != nil {
+		t.Fatal(err)
+	}
+	slot := e.db + "_k"
+	e.publish(slot, 3)
+	e.exec(`UPDATE items SET v = 'updated' WHERE id % 2 = 0`, `ALTER TABLE items ADD COLUMN c int`,
+		`UPDATE items SET c = id WHERE id % 3 = 0`, `INSERT INTO items SELECT g, 'new', g FROM generate_series(3001, 4000) g`)
+	e.publish(slot, 3)
+
+	sink := e.chSink("_crash")
+	if err := e.load(&dyingAfterAlter{Sink: sink}, "alter-loader", 100); err == nil {
+		t.Fatal("the first loader should have died")
+	}
+	if err := e.load(sink, "alter-loader", 100); err != nil {
 		t.Fatalf("load after the crash: %v", err)
 	}
 	e.verifyAll(sink)
