@@ -56,11 +56,11 @@ type Loader struct {
 	dest    Destination
 	log     *zap.Logger
 	schemas map[string]schema.Table // by schema id
-	tables  map[string]*loadTable   // by topic
+	tables  map[string]*loadTable   // by topic; nil: none (see current)
 	batch   *loader.Batcher
 	pending []kafkago.Message      // read, not yet committed
 	read    map[string]int         // messages read per "topic/partition" in this session
-	store   loader.TableStateStore // where truncations are kept; nil: in memory only
+	store   loader.TableStateStore // where truncations and descriptions are recorded; nil: in memory only
 	cuts    map[string]*cut        // by topic, nil for none; missing: not read yet
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/ferry-cdc/ferry/schema"
 )
 
-// loadTable is one topic's current mapping and its last truncation.
+// loadTable is the mapping of one topic's table.
 type loadTable struct {
 	*table
 	// since is the lowest version a row of another description must have
