@@ -31,7 +31,9 @@
 // # Schema changes
 //
 // In-place changes publish a new description, which the loader applies
-// when the first row of it arrives. A rebuild (the direct path's shadow
+// when the first row of it arrives; a row of an older description read
+// later (its version is lower) is read into the newer table. The loader
+// records each table's description in the destination too. A rebuild (the direct path's shadow
 // copy and swap) publishes its copy onto the table's own topic after a
 // truncation carrying the new description; the loader replaces its table
 // there. A table rename ends the old topic with a drop marker and copies
