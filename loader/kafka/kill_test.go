@@ -36,9 +36,10 @@ func buildFerry(t *testing.T) string {
 
 // loaderProc is one `ferry load --from-kafka` process.
 type loaderProc struct {
-	cmd  *exec.Cmd
-	logs *syncBuffer
-	done chan error
+	cmd    *exec.Cmd
+	logs   *syncBuffer
+	exited chan struct{} // closed once the process ended; err is then set
+	err    error
 }
 
 type syncBuffer struct {
@@ -72,16 +73,21 @@ func (e *env) startLoader(bin, db, group string, extra ...string) *loaderProc {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	p := &loaderProc{cmd: cmd, logs: &syncBuffer{}, done: make(chan error, 1)}
+	p := &loaderProc{cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	go func() { p.done <- cmd.Wait() }()
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
 	e.t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		select {
+		case <-p.exited:
+		default:
 			_ = cmd.Process.Kill()
-			<-p.done
+			<-p.exited
 		}
 	})
 	return p
@@ -93,7 +99,7 @@ func (p *loaderProc) kill(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-p.done; err == nil {
+	if <-p.exited; p.err == nil {
 		t.Fatalf("the loader ended by itself before the kill:\n%s", p.logs)
 	}
 }
@@ -102,9 +108,9 @@ func (p *loaderProc) kill(t *testing.T) {
 func (p *loaderProc) wait(t *testing.T, limit time.Duration) {
 	t.Helper()
 	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Fatalf("the loader failed: %v\n%s", err, p.logs)
+	case <-p.exited:
+		if p.err != nil {
+			t.Fatalf("the loader failed: %v\n%s", p.err, p.logs)
 		}
 	case <-time.After(limit):
 		t.Fatalf("the loader did not catch up within %s:\n%s", limit, p.logs)
