@@ -33,8 +33,9 @@ type kafkaFlags struct {
 // kafkaPublishFlags are ferry run's settings for --sink kafka.
 type kafkaPublishFlags struct {
 	kafkaFlags
-	Partitions        int `name:"kafka-partitions" help:"Partitions of the table topics ferry creates." default:"1" env:"FERRY_KAFKA_PARTITIONS"`
-	ReplicationFactor int `name:"kafka-replication-factor" help:"Replication factor of the topics ferry creates (use 3 in production)." default:"1" env:"FERRY_KAFKA_REPLICATION_FACTOR"`
+	Partitions        int  `name:"kafka-partitions" help:"Partitions of the table topics ferry creates." default:"1" env:"FERRY_KAFKA_PARTITIONS"`
+	ReplicationFactor int  `name:"kafka-replication-factor" help:"Replication factor of the topics ferry creates (use 3 in production)." default:"1" env:"FERRY_KAFKA_REPLICATION_FACTOR"`
+	Tombstones        bool `name:"kafka-tombstones" help:"Follow every delete with a tombstone (the key, a null value) so log compaction can forget the row; --no-kafka-tombstones to omit them." default:"true" negatable:"" env:"FERRY_KAFKA_TOMBSTONES"`
 }
 
 func (f kafkaFlags) client(log *zap.Logger) (kafka.Client, error) {
@@ -82,7 +83,7 @@ func (c *runCmd) runKafka(ctx context.Context, log *zap.Logger) error {
 		return fmt.Errorf("--pg: %s: %w", replicator.Redact(c.PG), err)
 	}
 	sink, err := kafka.New(kafka.Config{Client: client, Database: pg.Database,
-		Partitions: c.Partitions, ReplicationFactor: c.ReplicationFactor})
+		Partitions: c.Partitions, ReplicationFactor: c.ReplicationFactor, OmitTombstones: !c.Tombstones})
 	if err != nil {
 		return err
 	}

@@ -25,5 +25,17 @@
 // and commits offsets only after the destination's Write returned nil.
 // Versions are LSNs, so order across partitions does not matter; a
 // truncation reaches every partition, and rows are dropped while their
-// partition has not yet delivered the truncation already applied.
+// partition has not yet delivered the truncation already applied (which
+// the loader records in the destination, so that a restart knows it).
+//
+// # Schema changes
+//
+// In-place changes publish a new description, which the loader applies
+// when the first row of it arrives; a row of an older description read
+// later (its version is lower) is read into the newer table. The loader
+// records each table's description in the destination too. A rebuild (the direct path's shadow
+// copy and swap) publishes its copy onto the table's own topic after a
+// truncation carrying the new description; the loader replaces its table
+// there. A table rename ends the old topic with a drop marker and copies
+// the table onto the new one.
 package kafka

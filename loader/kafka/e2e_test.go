@@ -169,7 +169,13 @@ func (e *env) load(dest kafka.Destination, group string, maxRows int) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return l.Run(ctx)
+	if err := l.Run(ctx); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		e.t.Fatalf("the loader did not catch up within a minute")
+	}
+	return nil
 }
 
 // tables are the replicated tables mapped for a sink.
@@ -341,10 +347,27 @@ func TestKcatReadsEnvelope(t *testing.T) {
 	e.exec(`CREATE TABLE items (id int PRIMARY KEY, n numeric(10,2), at timestamptz)`,
 		`INSERT INTO items VALUES (1, 1.50, '2024-05-01 12:00:00.123456+00')`)
 	e.publish("kcat_slot", 1)
-	e.exec(`UPDATE items SET n = 2 WHERE id = 1`, `DELETE FROM items WHERE id = 1`)
+	ctx := context.Background()
+	before := time.Now()
+	tx, err := e.pg.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var xid float64 // as encoding/json reads numbers
+	if _, err := tx.Exec(ctx, `UPDATE items SET n = 2 WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, `SELECT (txid_current() % 4294967296)::float8`).Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`DELETE FROM items WHERE id = 1`)
+	after := time.Now()
 	e.publish("kcat_slot", 1)
 	out, err := exec.Command(kcat, "-b", strings.Join(e.brokers, ","), "-C", "-t", "it.public.items",
-		"-o", "beginning", "-e", "-q", "-f", "%k\t%h\t%s\n").Output()
+		"-o", "beginning", "-e", "-q", "-Z", "-f", "%k\t%h\t%s\n").Output()
 	if err != nil {
 		t.Fatalf("kcat: %v", err)
 	}
@@ -352,6 +375,13 @@ func TestKcatReadsEnvelope(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 		key, rest, _ := strings.Cut(line, "\t")
 		headers, value, _ := strings.Cut(rest, "\t")
+		if value == "NULL" { // -Z prints a null value so
+			ops = append(ops, "tombstone")
+			if key != `{"id":1}` {
+				t.Errorf("tombstone key %q", key)
+			}
+			continue
+		}
 		var env map[string]json.RawMessage
 		if err := json.Unmarshal([]byte(value), &env); err != nil {
 			t.Fatalf("kcat printed %q: %v", line, err)
@@ -372,6 +402,19 @@ func TestKcatReadsEnvelope(t *testing.T) {
 		if src["connector"] != "ferry" || src["db"] != e.db || src["schema"] != "public" || src["table"] != "items" || src["lsn"] == nil {
 			t.Errorf("source block %s", env["source"])
 		}
+		commitMs, _ := src["ts_ms"].(float64)
+		var published float64
+		_ = json.Unmarshal(env["ts_ms"], &published)
+		switch {
+		case op == "r" && (src["txId"] != nil || src["snapshot"] != "true" || commitMs <= 0):
+			t.Errorf("a snapshot row's source should have no txId, snapshot true and the copy's time: %s", env["source"])
+		case op == "u" && src["txId"] != xid:
+			t.Errorf("the update's source.txId is %v, want the transaction's xid %v", src["txId"], xid)
+		case op != "r" && (commitMs < float64(before.UnixMilli()-1000) || commitMs > float64(after.UnixMilli()+1000)):
+			t.Errorf("%s: source.ts_ms %v is not the commit time (between %d and %d)", op, commitMs, before.UnixMilli(), after.UnixMilli())
+		case published < commitMs:
+			t.Errorf("%s: published (ts_ms %v) before the commit (source.ts_ms %v)", op, published, commitMs)
+		}
 		if key != `{"id":1}` || !strings.Contains(headers, "ferry.schema=") {
 			t.Errorf("key %q, headers %q", key, headers)
 		}
@@ -379,7 +422,7 @@ func TestKcatReadsEnvelope(t *testing.T) {
 			t.Errorf("snapshot row's after is %s", env["after"])
 		}
 	}
-	if got := strings.Join(ops, ","); got != "t,r,u,d" {
-		t.Errorf("ops %s, want t,r,u,d (the copy's truncation, the snapshot row, the update, the delete)", got)
+	if got := strings.Join(ops, ","); got != "t,r,u,d,tombstone" {
+		t.Errorf("ops %s, want t,r,u,d,tombstone (the copy's truncation, the snapshot row, the update, the delete and its tombstone)", got)
 	}
 }

@@ -15,7 +15,7 @@ import (
 
 // Operations of the envelope's op field, as Debezium names them.
 const (
-	opRead     = "r" // a row of the initial copy (version 0)
+	opRead     = "r" // a row of a copy: the initial snapshot, a table that joined, a rebuild
 	opUpdate   = "u" // a streamed row: insert or update (the Row does not tell them apart)
 	opDelete   = "d"
 	opTruncate = "t"
@@ -33,9 +33,13 @@ const (
 	// they hold UnavailableValue.
 	HeaderUnchanged = "ferry.unchanged"
 	// HeaderTruncate is on truncation ('t') messages, one on each
-	// partition: "<id>:<partition index>", the id growing with every
-	// truncation of the publisher.
+	// partition: "<id>:<partition index>:<partitions>", the id growing
+	// with every truncation of the publisher.
 	HeaderTruncate = "ferry.truncate"
+	// HeaderDrop is on the truncation messages that end a table's topic
+	// when the table was renamed: its value is the topic the table moved
+	// to. A loader drops its ClickHouse table; the new topic brings a copy.
+	HeaderDrop = "ferry.drop"
 )
 
 // UnavailableValue stands in "after" for an unchanged TOAST value, as in
@@ -61,9 +65,14 @@ type sourceInfo struct {
 	Table     string `json:"table"`
 	// LSN is the row's version: the WAL position of its change, 0 for
 	// the initial copy (ferry's _ferry_version).
-	LSN      json.Number `json:"lsn"`
-	TsMs     int64       `json:"ts_ms"`
-	Snapshot string      `json:"snapshot"`
+	LSN json.Number `json:"lsn"`
+	// TxID is the PostgreSQL transaction id (xid) of a streamed change;
+	// null for rows of a copy and for truncations.
+	TxID *uint32 `json:"txId"`
+	// TsMs is the commit time of the change's transaction; for rows of a
+	// copy, the time the copy began.
+	TsMs     int64  `json:"ts_ms"`
+	Snapshot string `json:"snapshot"`
 }
 
 // schemaMessage is a value of the <prefix>.schema-changes topic, keyed by
@@ -110,14 +119,26 @@ func newTable(prefix string, src schema.Table, caps schema.Capabilities) (*table
 	return &table{topic: TableTopic(prefix, src.Schema, src.Name), schemaID: id, tm: tm, wire: wireColumns(wire)}, nil
 }
 
-// message encodes one row. db names the PostgreSQL database; now is the
-// publishing time in milliseconds.
-func (t *table) message(prefix, db string, r loader.Row, now int64) (kafkago.Message, error) {
+// stamp is what a message says of where and when it was made.
+type stamp struct {
+	prefix string // the topic prefix, source.name
+	db     string // the PostgreSQL database, source.db
+	now    int64  // publishing time (ms), the envelope's ts_ms
+	copied int64  // for rows of a copy: the time the copy began (ms)
+}
+
+// message encodes one row. A row without a transaction (TxID 0) comes from
+// a copy: the initial snapshot, a table that joined, or a rebuild; it is a
+// read ('r'), whatever its version.
+func (t *table) message(st stamp, r loader.Row) (kafkago.Message, error) {
 	src := t.tm.Source
-	env := envelope{Op: opUpdate, TsMs: now, Source: sourceInfo{Connector: "ferry", Name: prefix, DB: db,
-		Schema: src.Schema, Table: src.Name, LSN: json.Number(strconv.FormatUint(r.Version, 10)), TsMs: now, Snapshot: "false"}}
-	if r.Version == 0 {
-		env.Op, env.Source.Snapshot = opRead, "true"
+	env := envelope{Op: opUpdate, TsMs: st.now, Source: sourceInfo{Connector: "ferry", Name: st.prefix, DB: st.db,
+		Schema: src.Schema, Table: src.Name, LSN: versionNumber(r.Version), TsMs: r.CommitMicros / 1000, Snapshot: "false"}}
+	if r.TxID == 0 {
+		env.Op, env.Source.Snapshot, env.Source.TsMs = opRead, "true", st.copied
+	} else {
+		xid := r.TxID
+		env.Source.TxID = &xid
 	}
 	headers := []kafkago.Header{{Key: HeaderSchema, Value: []byte(t.schemaID)}}
 	if src.AppendOnly {
@@ -269,7 +290,7 @@ func (t *table) values(obj json.RawMessage, unchanged []string, deleted bool) ([
 		case skip[cm.Name]:
 			vals[i] = loader.Unchanged
 			continue
-		case !ok && deleted:
+		case !ok && (deleted || t.wire[i].missing):
 			vals[i] = cm.Zero()
 			continue
 		case !ok:

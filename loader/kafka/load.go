@@ -2,11 +2,9 @@ package kafka
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +20,8 @@ import (
 type Destination interface {
 	loader.Sink
 	loader.Evolver
+	// DropTable drops a table if it exists (a table renamed away).
+	DropTable(ctx context.Context, name string) error
 	// Capabilities are the server's, for schema.Map.
 	Capabilities() schema.Capabilities
 }
@@ -56,16 +56,12 @@ type Loader struct {
 	dest    Destination
 	log     *zap.Logger
 	schemas map[string]schema.Table // by schema id
-	tables  map[string]*loadTable   // by topic
+	tables  map[string]*loadTable   // by topic; nil: none (see current)
 	batch   *loader.Batcher
-	pending []kafkago.Message // read, not yet committed
-}
-
-// loadTable is one topic's current mapping and its last truncation.
-type loadTable struct {
-	*table
-	truncation int64        // id of the last truncation applied, 0 for none
-	reached    map[int]bool // partitions whose 't' message of it was read
+	pending []kafkago.Message      // read, not yet committed
+	read    map[string]int         // messages read per "topic/partition" in this session
+	store   loader.TableStateStore // where truncations and descriptions are recorded; nil: in memory only
+	cuts    map[string]*cut        // by topic, nil for none; missing: not read yet
 }
 
 // NewLoader returns a Loader writing to dest.
@@ -89,7 +85,8 @@ func NewLoader(cfg LoadConfig, dest Destination) (*Loader, error) {
 	if cfg.Rescan <= 0 {
 		cfg.Rescan = 10 * time.Second
 	}
-	return &Loader{cfg: cfg, dest: dest, log: cfg.Logger, schemas: map[string]schema.Table{},
+	store, _ := dest.(loader.TableStateStore)
+	return &Loader{cfg: cfg, dest: dest, log: cfg.Logger, schemas: map[string]schema.Table{}, store: store, cuts: map[string]*cut{},
 		tables: map[string]*loadTable{}, batch: loader.NewBatcher(dest, cfg.MaxRows, cfg.MaxBytes, cfg.MaxAge)}, nil
 }
 
@@ -140,6 +137,10 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 		JoinGroupBackoff: 500 * time.Millisecond,
 	})
 	defer r.Close()
+	l.read = map[string]int{}
+	defer func() {
+		l.log.Info("consumer session ended", zap.String("group", l.cfg.Group), zap.Any("messages_by_partition", l.read))
+	}()
 	rescan := time.Now().Add(l.cfg.Rescan)
 	for {
 		if ends != nil && l.batch.Len() == 0 {
@@ -159,182 +160,37 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 		case ctx.Err() != nil:
 			return l.finalFlush(r)
 		case errors.Is(err, context.DeadlineExceeded):
-			if err := l.flushIfDue(ctx, r); err != nil {
-				return err
-			}
-			if ends == nil && time.Now().After(rescan) {
-				rescan = time.Now().Add(l.cfg.Rescan)
-				if changed, err := l.topicsChanged(ctx, topics); err != nil || changed {
-					return errors.Join(l.flush(ctx, r), err, errRescan)
-				}
-			}
-			continue
 		case err != nil:
 			return fmt.Errorf("kafka: read: %w", err)
-		}
-		if err := l.handle(ctx, r, m); err != nil {
-			return fmt.Errorf("kafka: %s partition %d offset %d: %w", m.Topic, m.Partition, m.Offset, err)
+		default:
+			l.read[fmt.Sprintf("%s/%d", m.Topic, m.Partition)]++
+			if err := l.handle(ctx, r, m); err != nil {
+				return fmt.Errorf("kafka: %s partition %d offset %d: %w", m.Topic, m.Partition, m.Offset, err)
+			}
 		}
 		if err := l.flushIfDue(ctx, r); err != nil {
 			return err
 		}
-	}
-}
-
-// handle takes in one message.
-func (l *Loader) handle(ctx context.Context, r *kafkago.Reader, m kafkago.Message) error {
-	t, err := l.tableFor(ctx, r, m)
-	if err != nil {
-		return err
-	}
-	d, err := t.decode(m)
-	if err != nil {
-		return err
-	}
-	if d.op == opTruncate {
-		// Its offset is committed only once the table is empty.
-		if err := l.truncate(ctx, r, t, m); err != nil {
-			return err
-		}
-		l.pending = append(l.pending, m)
-		return l.commit(ctx, r)
-	}
-	l.pending = append(l.pending, m)
-	switch {
-	case t.truncation != 0 && !t.reached[m.Partition]:
-		// Published before the last truncation, on a partition read
-		// behind the one that brought it.
-		return nil
-	}
-	l.batch.Add(t.tm, d.row, len(m.Value))
-	return nil
-}
-
-// truncate handles one of a truncation's messages: the first one read
-// empties the table; earlier truncations' messages from partitions read
-// behind are past.
-func (l *Loader) truncate(ctx context.Context, r *kafkago.Reader, t *loadTable, m kafkago.Message) error {
-	h := string(header(m, HeaderTruncate))
-	idText, _, _ := strings.Cut(h, ":")
-	id, err := strconv.ParseInt(idText, 10, 64)
-	if err != nil {
-		return fmt.Errorf("header %s %q: %w", HeaderTruncate, h, err)
-	}
-	switch {
-	case id < t.truncation:
-		return nil
-	case id == t.truncation:
-		t.reached[m.Partition] = true
-		return nil
-	}
-	if err := l.flush(ctx, r); err != nil {
-		return err
-	}
-	if err := l.dest.Truncate(ctx, t.tm); err != nil {
-		return err
-	}
-	t.truncation, t.reached = id, map[int]bool{m.Partition: true}
-	l.log.Info("truncated", zap.String("table", t.tm.Name))
-	return nil
-}
-
-// tableFor returns the mapping of the message's table description,
-// creating or altering the ClickHouse table when the description is new.
-func (l *Loader) tableFor(ctx context.Context, r *kafkago.Reader, m kafkago.Message) (*loadTable, error) {
-	id := string(header(m, HeaderSchema))
-	if id == "" {
-		return nil, fmt.Errorf("no %s header: not a ferry change message", HeaderSchema)
-	}
-	cur := l.tables[m.Topic]
-	if cur != nil && cur.schemaID == id {
-		return cur, nil
-	}
-	src, err := l.schema(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	t, err := newTable(l.cfg.TopicPrefix, src, l.dest.Capabilities())
-	if err != nil {
-		return nil, err
-	}
-	// The rows read so far were of the old shape: write them first.
-	if err := l.flush(ctx, r); err != nil {
-		return nil, err
-	}
-	next := &loadTable{table: t}
-	if cur == nil {
-		err = l.prepare(ctx, t.tm)
-	} else {
-		next.truncation, next.reached = cur.truncation, cur.reached
-		err = l.alter(ctx, cur.tm, t.tm)
-	}
-	if err != nil {
-		return nil, err
-	}
-	l.tables[m.Topic] = next
-	return next, nil
-}
-
-// prepare creates a table met for the first time, or checks it.
-func (l *Loader) prepare(ctx context.Context, tm *schema.TableMap) error {
-	exists, matches, err := l.dest.Matches(ctx, tm)
-	switch {
-	case err != nil:
-		return err
-	case exists && !matches:
-		return fmt.Errorf("the ClickHouse table %s does not have the columns of the description the messages refer to "+
-			"(a schema change the loader applied before a restart?); drop it and reset the group's offsets to reload", tm.Name)
-	}
-	return l.dest.Prepare(ctx, []*schema.TableMap{tm})
-}
-
-// alter applies a new description in place, as the direct path does.
-func (l *Loader) alter(ctx context.Context, from, to *schema.TableMap) error {
-	if !schema.SameKey(from, to) {
-		return fmt.Errorf("table %s: %w", to.Source.QualifiedName(), errRebuild)
-	}
-	changes := schema.Diff(from, to, nil)
-	for _, c := range changes {
-		if !schema.InPlace(c, l.dest.Capabilities()) {
-			return fmt.Errorf("table %s: %w", to.Source.QualifiedName(), errRebuild)
+		// Checked busy or idle: a renamed table's new topic must not wait
+		// for a quiet moment.
+		if ends == nil && time.Now().After(rescan) {
+			rescan = time.Now().Add(l.cfg.Rescan)
+			if changed, err := l.topicsChanged(ctx, topics); err != nil || changed {
+				return errors.Join(l.flush(ctx, r), err, errRescan)
+			}
 		}
 	}
-	if len(changes) == 0 {
-		return nil
-	}
-	l.log.Info("altering table", zap.String("table", to.Name), zap.Int("changes", len(changes)))
-	return l.dest.AlterTable(ctx, to, changes)
 }
 
-// schema returns a table description by id, reading the schema topic again
-// when the id is new: the publisher writes a description before any row
-// that refers to it.
-func (l *Loader) schema(ctx context.Context, id string) (schema.Table, error) {
-	if t, ok := l.schemas[id]; ok {
-		return t, nil
-	}
-	err := readTopic(ctx, l.cfg.Client, l.cfg.SchemaTopic(), func(m kafkago.Message) error {
-		var sm schemaMessage
-		if err := json.Unmarshal(m.Value, &sm); err != nil {
-			l.log.Warn("ignoring a description ferry cannot read", zap.Int64("offset", m.Offset), zap.Error(err))
-			return nil
-		}
-		l.schemas[sm.ID] = sm.Table
-		return nil
-	})
-	if err != nil {
-		return schema.Table{}, fmt.Errorf("read %s: %w", l.cfg.SchemaTopic(), err)
-	}
-	t, ok := l.schemas[id]
-	if !ok {
-		return schema.Table{}, fmt.Errorf("table description %s is not on %s", id, l.cfg.SchemaTopic())
-	}
-	return t, nil
-}
-
+// flushIfDue writes the batch when it is full or old enough. Messages that
+// bring no row (tombstones, rows dropped by a truncation) are committed as
+// soon as no row waits before them.
 func (l *Loader) flushIfDue(ctx context.Context, r *kafkago.Reader) error {
 	if l.batch.Full() || l.batch.Due(time.Now()) {
 		return l.flush(ctx, r)
+	}
+	if l.batch.Len() == 0 {
+		return l.commit(ctx, r)
 	}
 	return nil
 }

@@ -34,14 +34,20 @@ type Config struct {
 	// ReplicationFactor of the topics ferry creates. Default 1 (right for
 	// a test broker; use 3 on a production cluster).
 	ReplicationFactor int
-	// BatchBytes bounds one produce request; a row's message must fit in
-	// it and in the broker's message.max.bytes. Default 8 MiB.
+	// BatchBytes bounds the messages of one partition's record batch,
+	// which must fit in the broker's message.max.bytes (the topic's
+	// max.message.bytes); a row's message must fit in it too. Default
+	// 960 KiB, under Kafka's default of 1 MiB.
 	BatchBytes int64
 	// BatchTimeout is how long the producer waits to fill a batch before
 	// sending it. Write sends whole batches of rows at once, so this only
 	// delays the last request of each. Default 2ms (kafka-go's is 1s,
 	// which would hold a quiet stream back).
 	BatchTimeout time.Duration
+	// OmitTombstones stops the publisher from following every delete with
+	// a tombstone (the row's key with a null value), which lets log
+	// compaction forget a deleted row. Default false: tombstones are sent.
+	OmitTombstones bool
 }
 
 // Sink publishes batches of rows as Debezium envelopes, one topic per
@@ -61,7 +67,13 @@ type Sink struct {
 	// source.lsn (informative: loaders go by HeaderTruncate).
 	maxVersion   uint64
 	lastTruncate int64
-	closed       bool
+	// copied is, by topic, when the last copy into it began (the
+	// truncation a copy starts with), its rows' source.ts_ms.
+	copied map[string]int64
+	// renamed holds the ClickHouse names of tables renamed since their
+	// last copy: see RenameTable.
+	renamed map[string]bool
+	closed  bool
 }
 
 // New returns a publisher; it connects on first use.
@@ -77,7 +89,7 @@ func New(cfg Config) (*Sink, error) {
 		cfg.ReplicationFactor = 1
 	}
 	if cfg.BatchBytes <= 0 {
-		cfg.BatchBytes = 8 << 20
+		cfg.BatchBytes = 960 << 10
 	}
 	if cfg.BatchTimeout <= 0 {
 		cfg.BatchTimeout = 2 * time.Millisecond
@@ -98,7 +110,8 @@ func New(cfg Config) (*Sink, error) {
 	}
 	admin := &kafkago.Client{Addr: w.Addr, Transport: tr, Timeout: 30 * time.Second}
 	return &Sink{cfg: cfg, log: cfg.Logger, admin: admin, writer: w,
-		tables: map[*schema.TableMap]*table{}, parts: map[string]int{}, topics: map[string]bool{}, shown: map[string]bool{}}, nil
+		tables: map[*schema.TableMap]*table{}, parts: map[string]int{}, topics: map[string]bool{}, shown: map[string]bool{},
+		copied: map[string]int64{}, renamed: map[string]bool{}}, nil
 }
 
 // Capabilities are the wire capabilities: the publisher is handed values
@@ -125,13 +138,13 @@ func (s *Sink) Prepare(ctx context.Context, tables []*schema.TableMap) error {
 }
 
 // table returns the topic of a mapping, creating it and publishing the
-// mapping's description first when needed.
+// mapping's description first when needed. A rebuild's shadow mapping
+// (another ClickHouse name, the same PostgreSQL table) goes to the table's
+// own topic: the loader learns of the rebuild from the truncation that
+// starts the copy (see SwapTable).
 func (s *Sink) table(ctx context.Context, tm *schema.TableMap) (*table, error) {
 	if t := s.tables[tm]; t != nil {
 		return t, nil
-	}
-	if isShadow(tm) {
-		return nil, fmt.Errorf("%s: %w", tm.Source.QualifiedName(), errRebuild)
 	}
 	if tm.Caps != (schema.Capabilities{}) {
 		return nil, fmt.Errorf("%w: table %s is mapped for a ClickHouse server's capabilities; "+
@@ -172,16 +185,25 @@ func (s *Sink) Write(ctx context.Context, b *loader.Batch) error {
 		return err
 	}
 	now := time.Now().UnixMilli()
-	msgs := make([]kafkago.Message, len(b.Rows))
+	st := stamp{prefix: s.cfg.TopicPrefix, db: s.cfg.Database, now: now, copied: now}
+	if c, ok := s.copied[t.topic]; ok {
+		st.copied = c
+	}
+	msgs := make([]kafkago.Message, 0, len(b.Rows))
 	top := s.maxVersion
-	for i, r := range b.Rows {
-		if msgs[i], err = t.message(s.cfg.TopicPrefix, s.cfg.Database, r, now); err != nil {
+	for _, r := range b.Rows {
+		m, err := t.message(st, r)
+		if err != nil {
 			return err
+		}
+		msgs = append(msgs, m)
+		if r.Deleted && m.Key != nil && !s.cfg.OmitTombstones {
+			msgs = append(msgs, kafkago.Message{Topic: t.topic, Key: m.Key})
 		}
 		top = max(top, r.Version)
 	}
 	if err := s.write(ctx, msgs...); err != nil {
-		return fmt.Errorf("kafka: publish %d rows of %s to %s: %w", len(msgs), b.Table.Source.QualifiedName(), t.topic, err)
+		return fmt.Errorf("kafka: publish %d rows of %s to %s: %w", len(b.Rows), b.Table.Source.QualifiedName(), t.topic, err)
 	}
 	s.maxVersion = top
 	s.log.Debug("published batch", zap.String("topic", t.topic), zap.Int("rows", len(msgs)))
@@ -191,12 +213,26 @@ func (s *Sink) Write(ctx context.Context, b *loader.Batch) error {
 // Truncate publishes a 't' message to every partition of the table's
 // topic, all with one truncation id (HeaderTruncate, growing with every
 // truncation). Each partition is ordered, so a loader knows, for every row,
-// whether it came before or after the truncation in its partition.
+// whether it came before or after the truncation in its partition. A copy
+// starts with a truncation: the message carries the description the copy's
+// rows follow, so a loader whose table has another one replaces it (a
+// rebuild) instead of altering it.
 func (s *Sink) Truncate(ctx context.Context, tm *schema.TableMap) error {
 	t, err := s.table(ctx, tm)
 	if err != nil {
 		return err
 	}
+	if err := s.marker(ctx, t, nil); err != nil {
+		return fmt.Errorf("kafka: publish the truncation of %s: %w", tm.Source.QualifiedName(), err)
+	}
+	s.copied[t.topic] = time.Now().UnixMilli()
+	delete(s.renamed, realName(tm))
+	return nil
+}
+
+// marker publishes a truncation on every partition of t's topic, with
+// extra headers.
+func (s *Sink) marker(ctx context.Context, t *table, extra []kafkago.Header) error {
 	n, err := s.partitions(ctx, t.topic)
 	if err != nil {
 		return err
@@ -204,7 +240,7 @@ func (s *Sink) Truncate(ctx context.Context, tm *schema.TableMap) error {
 	now := time.Now()
 	id := max(now.UnixNano(), s.lastTruncate+1)
 	s.lastTruncate = id
-	src := tm.Source
+	src := t.tm.Source
 	env := envelope{Before: nullJSON, After: nullJSON, Op: opTruncate, TsMs: now.UnixMilli(),
 		Source: sourceInfo{Connector: "ferry", Name: s.cfg.TopicPrefix, DB: s.cfg.Database, Schema: src.Schema,
 			Table: src.Name, LSN: versionNumber(s.maxVersion), TsMs: now.UnixMilli(), Snapshot: "false"}}
@@ -213,13 +249,10 @@ func (s *Sink) Truncate(ctx context.Context, tm *schema.TableMap) error {
 		if msgs[i], err = jsonMessage(t.topic, nil, env); err != nil {
 			return err
 		}
-		msgs[i].Headers = []kafkago.Header{{Key: HeaderSchema, Value: []byte(t.schemaID)},
-			{Key: HeaderTruncate, Value: fmt.Appendf(nil, "%d:%d", id, i)}}
+		msgs[i].Headers = append([]kafkago.Header{{Key: HeaderSchema, Value: []byte(t.schemaID)},
+			{Key: HeaderTruncate, Value: fmt.Appendf(nil, "%d:%d:%d", id, i, n)}}, extra...)
 	}
-	if err := s.write(ctx, msgs...); err != nil {
-		return fmt.Errorf("kafka: publish the truncation of %s: %w", src.QualifiedName(), err)
-	}
-	return nil
+	return s.write(ctx, msgs...)
 }
 
 // partitions is the number of partitions of a topic.
@@ -295,6 +328,7 @@ type balancer struct{ kafkago.Murmur2Balancer }
 func (b balancer) Balance(m kafkago.Message, partitions ...int) int {
 	if h := header(m, HeaderTruncate); h != nil {
 		_, i, _ := strings.Cut(string(h), ":")
+		i, _, _ = strings.Cut(i, ":")
 		n, _ := strconv.Atoi(i)
 		return partitions[n%len(partitions)]
 	}

@@ -44,6 +44,9 @@ type column struct {
 	name  string
 	kind  wireKind
 	array bool // Array(Nullable(T)): a JSON array of kind's values, null for NULL elements
+	// missing marks a column the message's description does not have (a
+	// row read late into a newer mapping): it gets its zero value.
+	missing bool
 }
 
 // wireColumns describes the columns of a table mapped with the wire
