@@ -22,6 +22,12 @@ type concurrentWriter interface {
 	ConcurrentWrites() bool
 }
 
+// streamInserter is a sink that takes a table's rows as one INSERT in
+// several sends, as clickhouse.Sink.InsertStream documents.
+type streamInserter interface {
+	InsertStream(ctx context.Context, tm *schema.TableMap) (send func(rows []loader.Row) error, end func(commit bool) error, err error)
+}
+
 // copyJob is the copy of one table into target, rows getting Version version.
 type copyJob struct {
 	rel     *relation
@@ -48,11 +54,12 @@ type copyTask struct {
 // copier is one copyJobs call's shared state.
 type copier struct {
 	r          *Replicator
-	concurrent bool       // the sink takes concurrent Writes
-	maxRows    int        // a worker's share of Config.Batch.MaxRows
-	maxBytes   int        // a worker's share of Config.Batch.MaxBytes
-	writeMu    sync.Mutex // one Write at a time when it does not
-	mu         sync.Mutex // guards the jobs' left and rows, and the Observer
+	concurrent bool           // the sink takes concurrent Writes
+	streams    streamInserter // the sink, when it takes concurrent INSERT streams; else nil
+	maxRows    int            // a worker's share of Config.Batch.MaxRows
+	maxBytes   int            // a worker's share of Config.Batch.MaxBytes
+	writeMu    sync.Mutex     // one Write at a time when it does not
+	mu         sync.Mutex     // guards the jobs' left and rows, and the Observer
 }
 
 // copyJobs copies the tables of jobs with COPY ... TO STDOUT in text
@@ -71,6 +78,9 @@ func (r *Replicator) copyJobs(ctx context.Context, conn *pgx.Conn, snapshot stri
 	c := &copier{r: r}
 	if cw, ok := r.sink.(concurrentWriter); ok {
 		c.concurrent = cw.ConcurrentWrites()
+	}
+	if si, ok := r.sink.(streamInserter); ok && c.concurrent {
+		c.streams = si
 	}
 	var tasks []copyTask
 	for _, j := range jobs {
@@ -140,32 +150,41 @@ func (c *copier) write(ctx context.Context, b *loader.Batch) error {
 	return c.r.sink.Write(ctx, b)
 }
 
-// stored accounts for rows of j now in the sink and for ranges of j whose
-// rows all are; the last range done finishes the table.
-func (c *copier) stored(j *copyJob, rows uint64, ranges int) {
+// progress accounts for rows of j handed to the sink.
+func (c *copier) progress(j *copyJob, rows uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	j.rows += rows
-	j.left -= ranges
-	done := j.left == 0
-	name := j.rel.ref.String()
-	c.r.cfg.Observer.SnapshotProgress(name, j.rows, j.total, done)
-	if done {
-		took := time.Since(j.start)
-		c.r.log.Info("copied table", zap.Stringer("table", j.rel.ref), zap.Uint64("rows", j.rows), zap.Duration("took", took),
-			zap.Float64("rows_per_s", float64(j.rows)/took.Seconds()))
+	if j.left > 0 {
+		c.r.cfg.Observer.SnapshotProgress(j.rel.ref.String(), j.rows, j.total, false)
 	}
+}
+
+// finished accounts for ranges of j whose rows all are stored; the last
+// range finishes the table.
+func (c *copier) finished(j *copyJob, ranges int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j.left -= ranges
+	if j.left > 0 {
+		return
+	}
+	c.r.cfg.Observer.SnapshotProgress(j.rel.ref.String(), j.rows, j.total, true)
+	took := time.Since(j.start)
+	c.r.log.Info("copied table", zap.Stringer("table", j.rel.ref), zap.Uint64("rows", j.rows), zap.Duration("took", took),
+		zap.Float64("rows_per_s", float64(j.rows)/took.Seconds()))
 }
 
 // work copies tasks from queue on conn until none is left.
 func (c *copier) work(ctx context.Context, conn *pgx.Conn, queue <-chan copyTask) error {
 	w := &copyWorker{c: c, conn: conn}
+	defer w.abandon()
 	for t := range queue {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if w.job != t.job {
-			if err := w.flush(ctx); err != nil {
+			if err := w.finish(ctx); err != nil {
 				return err
 			}
 			w.job = t.job
@@ -174,19 +193,23 @@ func (c *copier) work(ctx context.Context, conn *pgx.Conn, queue <-chan copyTask
 			return err
 		}
 	}
-	return w.flush(ctx)
+	return w.finish(ctx)
 }
 
-// copyWorker is one connection's copy: rows of consecutive ranges of a
-// table share batches, so splitting a table adds no small INSERTs.
+// copyWorker is one connection's copy. Rows of consecutive ranges of a
+// table share batches, and with a streamInserter one INSERT, so splitting
+// a table adds no small INSERTs.
 type copyWorker struct {
 	c      *copier
 	conn   *pgx.Conn
-	job    *copyJob // the table of the pending rows
+	job    *copyJob // the table being read
 	batch  loader.Batch
 	bytes  int // the pending rows' estimated size
-	ranges int // ranges of job read to the end whose rows are pending or stored
+	ranges int // ranges of job read to the end
 	values valueSlab
+	// The open INSERT of job's rows, with a streamInserter.
+	send func(rows []loader.Row) error
+	end  func(commit bool) error
 }
 
 // copyRange reads one range of a table into the worker's batches.
@@ -225,32 +248,74 @@ func (w *copyWorker) copyRange(ctx context.Context, t copyTask) error {
 	return nil
 }
 
-// flush writes the pending rows, if any, and accounts for them.
+// flush hands the pending rows, if any, to the sink.
 func (w *copyWorker) flush(ctx context.Context) error {
 	j := w.job
-	if j == nil {
+	rows := w.batch.Rows
+	if j == nil || len(rows) == 0 {
 		return nil
 	}
-	rows := w.batch.Rows
-	if len(rows) > 0 {
-		// Seq tells apart the rows of an append-only table, which share
-		// Version: each batch takes the next numbers of its table.
-		base := j.seq.Add(uint64(len(rows))) - uint64(len(rows))
-		for i := range rows {
-			rows[i].Seq = base + uint64(i) + 1
-		}
-		w.batch.Table = j.target
-		if err := w.c.write(ctx, &w.batch); err != nil {
-			return fmt.Errorf("initial copy of %s: %w", j.rel.ref, err)
-		}
+	// Seq tells apart the rows of an append-only table, which share
+	// Version: each batch takes the next numbers of its table.
+	base := j.seq.Add(uint64(len(rows))) - uint64(len(rows))
+	for i := range rows {
+		rows[i].Seq = base + uint64(i) + 1
 	}
-	w.c.stored(j, uint64(len(rows)), w.ranges)
-	// Write keeps nothing of the batch once it returns: its rows and their
+	if err := w.hand(ctx, j, rows); err != nil {
+		return fmt.Errorf("initial copy of %s: %w", j.rel.ref, err)
+	}
+	w.c.progress(j, uint64(len(rows)))
+	// The sink keeps nothing of the rows once it returns: they and their
 	// values are reused.
 	w.batch.Rows = rows[:0]
-	w.bytes, w.ranges = 0, 0
+	w.bytes = 0
 	w.values.reset()
 	return nil
+}
+
+// hand sends rows into the open INSERT stream, opening it first, or
+// writes them as a batch of their own.
+func (w *copyWorker) hand(ctx context.Context, j *copyJob, rows []loader.Row) error {
+	if w.c.streams == nil {
+		w.batch.Table = j.target
+		return w.c.write(ctx, &w.batch)
+	}
+	if w.send == nil {
+		send, end, err := w.c.streams.InsertStream(ctx, j.target)
+		if err != nil {
+			return err
+		}
+		w.send, w.end = send, end
+	}
+	return w.send(rows)
+}
+
+// finish stores the rest of the job's rows and accounts for its ranges.
+func (w *copyWorker) finish(ctx context.Context) error {
+	if w.job == nil {
+		return nil
+	}
+	if err := w.flush(ctx); err != nil {
+		return err
+	}
+	if w.end != nil {
+		end := w.end
+		w.send, w.end = nil, nil
+		if err := end(true); err != nil {
+			return fmt.Errorf("initial copy of %s: %w", w.job.rel.ref, err)
+		}
+	}
+	w.c.finished(w.job, w.ranges)
+	w.ranges = 0
+	return nil
+}
+
+// abandon ends an INSERT stream left open by an error.
+func (w *copyWorker) abandon() {
+	if w.end != nil {
+		_ = w.end(false)
+		w.send, w.end = nil, nil
+	}
 }
 
 // valueSlab hands out the value slices of a batch's rows from a few large
