@@ -8,7 +8,7 @@ STACK   := deploy/stack.sh
 KAFKA   ?= 0
 GOFILES_CMD := find . -name '*.go' -not -path './.stack/*' -not -path './bin/*' -not -path './vendor/*' -print0
 
-.PHONY: build stack-up stack-down stack-status test fmt fmt-check vet demo measure clean
+.PHONY: build stack-up stack-down stack-status test fmt fmt-check vet demo measure perf clean
 
 ## build: compile bin/ferry
 build:
@@ -52,6 +52,11 @@ demo:
 ## measure: build, start the stack and benchmark catch-up and initial load (RUNS=3; raw timings in .stack/measure/)
 measure: build stack-up
 	bash deploy/measure-core.sh
+
+## perf: build, start the stack and measure catch-up, initial load, steady-state latency and memory
+##       into docs/PERFORMANCE.md (RUNS=3; QUICK=1 is a smoke run; logs in .stack/perf/)
+perf: build stack-up
+	bash deploy/perf.sh
 
 ## clean: remove build output (the stack's data stays; use stack-down first)
 clean:
