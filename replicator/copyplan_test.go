@@ -52,3 +52,29 @@ func TestPageRangeWhere(t *testing.T) {
 		}
 	}
 }
+
+func TestValueSlab(t *testing.T) {
+	var s valueSlab
+	seen := map[*any]bool{}
+	first := 0
+	for round := 0; round < 2; round++ {
+		for i := 0; i < slabChunk; i++ { // 3 values a row: rows straddle chunks
+			v := s.next(3)
+			if len(v) != 3 || cap(v) != 3 {
+				t.Fatalf("row %d: len %d cap %d, want 3 and 3 (an append must not reach the next row)", i, len(v), cap(v))
+			}
+			for j := range v {
+				if round == 0 && seen[&v[j]] {
+					t.Fatalf("row %d: value %d handed out twice before a reset", i, j)
+				}
+				seen[&v[j]] = true
+			}
+		}
+		s.reset()
+		if round == 0 {
+			first = len(s.chunks)
+		} else if len(s.chunks) != first {
+			t.Errorf("after a reset the slab grew from %d to %d chunks, want the first round's reused", first, len(s.chunks))
+		}
+	}
+}
