@@ -102,4 +102,19 @@ func TestParallelCopyUnderWrites(t *testing.T) {
 	if counts["public.big"] != rows || counts["public.ev"] != rows {
 		t.Errorf("rows: %v, want %d in each table", counts, rows)
 	}
+
+	// A restart that finds a table missing in ClickHouse copies it again
+	// under a snapshot of its own, exported to the other workers.
+	if err := e.ch.Exec(context.Background(), "DROP TABLE "+e.table("big")); err != nil {
+		t.Fatal(err)
+	}
+	ranged := seen.FilterMessage("copying table in page ranges").Len()
+	e.mustCatchUp(cfg)
+	if n := seen.FilterMessage("copying table in page ranges").Len() - ranged; n != 1 {
+		t.Errorf("the restart copied %d tables in page ranges, want big", n)
+	}
+	counts = e.verifyAll(cfg)
+	if counts["public.big"] != rows {
+		t.Errorf("big after the copy on restart: %d rows, want %d", counts["public.big"], rows)
+	}
 }
