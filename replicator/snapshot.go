@@ -44,7 +44,7 @@ func (r *Replicator) inSnapshot(ctx context.Context, snapshot string, fn func(co
 // READ transaction that imports snapshot unless it is "". The caller closes
 // the connection.
 func beginSnapshot(ctx context.Context, connString, snapshot string) (*pgx.Conn, pgx.Tx, error) {
-	conn, err := connect(ctx, connString)
+	conn, err := connectBuffered(ctx, connString)
 	if err != nil {
 		return nil, nil, err
 	}
