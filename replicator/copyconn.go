@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // copyReadBuffer is how much a copy connection reads from its socket at
@@ -22,6 +23,19 @@ func connectBuffered(ctx context.Context, connString string) (*pgx.Conn, error) 
 		return nil, fmt.Errorf("parse PostgreSQL URL %s: %w", Redact(connString), redactErr(err, connString))
 	}
 	setSessionParams(cfg.RuntimeParams)
+	bufferReads(&cfg.Config)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL %s: %w", Redact(connString), redactErr(err, connString))
+	}
+	return conn, nil
+}
+
+// bufferReads makes the connections of cfg read through a buffer of
+// copyReadBuffer bytes. A read returns what the socket holds, as before,
+// so nothing waits for the buffer to fill; and a read deadline still ends
+// a read that waits, with nothing lost.
+func bufferReads(cfg *pgconn.Config) {
 	dial := cfg.DialFunc
 	if dial == nil {
 		d := &net.Dialer{KeepAlive: 5 * time.Minute}
@@ -34,11 +48,6 @@ func connectBuffered(ctx context.Context, connString string) (*pgx.Conn, error) 
 		}
 		return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, copyReadBuffer)}, nil
 	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL %s: %w", Redact(connString), redactErr(err, connString))
-	}
-	return conn, nil
 }
 
 // bufferedConn reads a connection through a buffer.
