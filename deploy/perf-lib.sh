@@ -79,16 +79,16 @@ run_logged() {
 }
 
 # measured NAME CMD...: run_logged, setting SECS to the wall time and
-# RSS_MB to the peak resident memory (GNU time when installed, else a
-# sampler of /proc/PID/status every 20 ms).
+# RSS_MB to the peak resident memory (GNU time, GNU_TIME or /usr/bin/time,
+# when installed, else a sampler of VmHWM in /proc/PID/status every 20 ms).
 # shellcheck disable=SC2034 # read by the scripts that source this one
 SECS="" RSS_MB=""
 measured() {
 	local name="$1"; shift
 	local t0 t1 rc=0
 	t0="$(now)"
-	if [ -x /usr/bin/time ]; then
-		/usr/bin/time -f '%M' -o "$LOGDIR/$name.rss" "$@" >"$LOGDIR/$name.log" 2>&1 || rc=$?
+	if [ -x "${GNU_TIME:-/usr/bin/time}" ]; then
+		"${GNU_TIME:-/usr/bin/time}" -f '%M' -o "$LOGDIR/$name.rss" "$@" >"$LOGDIR/$name.log" 2>&1 || rc=$?
 		t1="$(now)"
 		RSS_MB="$(awk '/^[0-9]+$/ { printf "%.0f", $1 / 1024 }' "$LOGDIR/$name.rss")"
 	else
