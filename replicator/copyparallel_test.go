@@ -118,3 +118,73 @@ func TestParallelCopyUnderWrites(t *testing.T) {
 		t.Errorf("big after the copy on restart: %d rows, want %d", counts["public.big"], rows)
 	}
 }
+
+// TestParallelCopyWithWaitingDDL queues an ACCESS EXCLUSIVE lock (what an
+// ALTER TABLE takes) on a table while the copy holds it and other workers
+// have yet to start on it. A worker that then asked for the table's lock
+// would wait behind the ALTER, which waits for the copy: the copy must not
+// hang, and must leave those ranges to the connection that holds the lock.
+// When the first connection happens to copy every range of the table
+// itself (its workers started late), the case did not arise: it tries again.
+func TestParallelCopyWithWaitingDDL(t *testing.T) {
+	for attempt := 1; attempt <= 3; attempt++ {
+		if copyWithWaitingDDL(t) {
+			return
+		}
+		t.Logf("attempt %d: no worker met the queued lock; again", attempt)
+	}
+	t.Error("no worker left a range of the locked table to the first connection in 3 attempts: the test did not set up what it tests")
+}
+
+// copyWithWaitingDDL runs the case once and reports whether a worker left
+// ranges to the first connection.
+func copyWithWaitingDDL(t *testing.T) bool {
+	e := newEnv(t)
+	const rows = 40000
+	for _, name := range []string{"first", "second"} {
+		e.exec(fmt.Sprintf(`CREATE TABLE %s (id int PRIMARY KEY, pad text NOT NULL)`, name),
+			fmt.Sprintf(`INSERT INTO %s SELECT g, repeat(md5(g::text), 28) FROM generate_series(1, %d) g`, name, rows),
+			"VACUUM ANALYZE "+name)
+	}
+	ddl := make(chan error, 1)
+	go func() { ddl <- lockWhenFerryHolds(e.pgURL, "second") }()
+	logs, seen := observer.New(zapcore.InfoLevel)
+	cfg := e.config()
+	cfg.Logger = zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), logs))
+	cfg.CopyWorkers = 4
+	cfg.Tables = []string{"public.first", "public.second"}
+	e.mustCatchUp(cfg)
+	if err := <-ddl; err != nil {
+		t.Fatalf("the concurrent lock: %v", err)
+	}
+	counts := e.verifyAll(cfg)
+	if counts["public.first"] != rows || counts["public.second"] != rows {
+		t.Errorf("rows: %v, want %d in each table", counts, rows)
+	}
+	return seen.FilterMessage("a schema change waits for the copy to end: the other connections left ranges to the first").Len() > 0
+}
+
+// lockWhenFerryHolds waits for a ferry connection to hold a lock on table,
+// then takes its ACCESS EXCLUSIVE lock, waiting up to 100 s, and commits.
+func lockWhenFerryHolds(pgURL, table string) error {
+	conn, err := pgx.Connect(context.Background(), pgURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(2 * time.Millisecond) {
+		var n int
+		if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+			WHERE l.relation = $1::regclass AND l.granted AND a.application_name = 'ferry'`, table).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ferry never locked %s", table)
+		}
+	}
+	_, err = conn.Exec(context.Background(), `BEGIN; SET LOCAL lock_timeout = '100s'; LOCK TABLE `+table+` IN ACCESS EXCLUSIVE MODE; COMMIT`)
+	return err
+}

@@ -59,7 +59,8 @@ type copier struct {
 	maxRows    int            // a worker's share of Config.Batch.MaxRows
 	maxBytes   int            // a worker's share of Config.Batch.MaxBytes
 	writeMu    sync.Mutex     // one Write at a time when it does not
-	mu         sync.Mutex     // guards the jobs' left and rows, and the Observer
+	mu         sync.Mutex     // guards left, the jobs' left and rows, and the Observer
+	left       []copyTask     // tasks other workers could not lock the table of
 }
 
 // copyJobs copies the tables of jobs with COPY ... TO STDOUT in text
@@ -103,24 +104,65 @@ func (r *Replicator) copyJobs(ctx context.Context, conn *pgx.Conn, snapshot stri
 	}
 	close(queue)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return c.work(gctx, conn, queue) })
+	var others sync.WaitGroup
+	others.Add(n - 1)
+	g.Go(func() error {
+		if err := c.work(gctx, conn, queue, true); err != nil {
+			return err
+		}
+		// Ranges the others could not lock (a schema change waits for the
+		// copy): this connection holds every table's lock.
+		others.Wait()
+		left := c.leftovers()
+		if len(left) == 0 {
+			return nil
+		}
+		r.log.Info("a schema change waits for the copy to end: the other connections left ranges to the first", zap.Int("ranges", len(left)))
+		return c.work(gctx, conn, left, true)
+	})
 	for i := 1; i < n; i++ {
 		g.Go(func() error {
+			defer others.Done()
 			wconn, tx, err := beginSnapshot(gctx, r.cfg.ConnString, snapshot)
 			if err != nil {
 				return err
 			}
 			defer wconn.Close(context.Background())
 			defer tx.Rollback(context.Background()) //nolint:errcheck // read-only; the connection closes anyway
-			return c.work(gctx, wconn, queue)
+			return c.work(gctx, wconn, queue, false)
 		})
 	}
 	return g.Wait()
 }
 
+// leave puts aside a task a worker could not lock the table of.
+func (c *copier) leave(t copyTask) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.left = append(c.left, t)
+}
+
+// leftovers is a queue of the tasks put aside.
+func (c *copier) leftovers() <-chan copyTask {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := make(chan copyTask, len(c.left))
+	for _, t := range c.left {
+		q <- t
+	}
+	close(q)
+	c.left = nil
+	return q
+}
+
 // plan empties the job's target and splits the table into ranges.
 func (c *copier) plan(ctx context.Context, conn *pgx.Conn, j *copyJob, workers int) ([]pageRange, error) {
 	r := c.r
+	now, err := lockTable(ctx, conn, j.rel.ref)
+	if err != nil {
+		return nil, err
+	}
+	j.src.table.Schema, j.src.table.Name = now.Schema, now.Name
 	if err := r.sink.Truncate(ctx, j.target); err != nil {
 		return nil, fmt.Errorf("copy of %s: empty the ClickHouse table: %w", j.rel.ref, err)
 	}
@@ -175,13 +217,27 @@ func (c *copier) finished(j *copyJob, ranges int) {
 		zap.Float64("rows_per_s", float64(j.rows)/took.Seconds()))
 }
 
-// work copies tasks from queue on conn until none is left.
-func (c *copier) work(ctx context.Context, conn *pgx.Conn, queue <-chan copyTask) error {
+// work copies tasks from queue on conn until none is left. The
+// coordinating connection (owner) holds every table's lock; another
+// leaves the tasks of a table it cannot lock at once (see copylock.go).
+func (c *copier) work(ctx context.Context, conn *pgx.Conn, queue <-chan copyTask, owner bool) error {
 	w := &copyWorker{c: c, conn: conn}
 	defer w.abandon()
+	locked := map[*copyJob]bool{}
 	for t := range queue {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if !owner && !locked[t.job] {
+			ok, err := tryLock(ctx, conn, t.job.src.table)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				c.leave(t)
+				continue
+			}
+			locked[t.job] = true
 		}
 		if w.job != t.job {
 			if err := w.finish(ctx); err != nil {

@@ -68,6 +68,10 @@ func beginSnapshot(ctx context.Context, connString, snapshot string) (*pgx.Conn,
 // and every later change has a higher one.
 func (r *Replicator) copyFresh(ctx context.Context, rel *relation, target *schema.TableMap, version uint64) error {
 	return r.inSnapshot(ctx, "", func(conn *pgx.Conn) error {
+		// Locked first, the table cannot change while it is described and copied.
+		if _, err := lockTable(ctx, conn, rel.ref); err != nil {
+			return err
+		}
 		now, err := describeTable(ctx, conn, rel.ref)
 		if err != nil {
 			return err
