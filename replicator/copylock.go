@@ -52,6 +52,46 @@ func lockTable(ctx context.Context, conn *pgx.Conn, ref tableRef) (tableRef, err
 	return ref, fmt.Errorf("copy of %s: the table kept being renamed while ferry tried to lock it; start ferry again", ref)
 }
 
+// beginLocked begins on conn a read-only REPEATABLE READ transaction that
+// holds the table's ACCESS SHARE lock. The lock comes first: LOCK TABLE
+// takes no snapshot, so the transaction's snapshot, taken by its next
+// query, sees every change of the table's shape that committed before the
+// lock was granted, and none can commit after.
+func beginLocked(ctx context.Context, conn *pgx.Conn, ref tableRef) (pgx.Tx, error) {
+	for range 5 {
+		now := ref
+		err := conn.QueryRow(ctx, `SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`,
+			ref.OID).Scan(&now.Schema, &now.Name)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("copy of %s: the table was dropped", ref)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("copy of %s: read its name: %w", ref, err)
+		}
+		tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			return nil, fmt.Errorf("copy of %s: begin: %w", ref, err)
+		}
+		if _, err := tx.Exec(ctx, "LOCK TABLE "+now.quoted()+" IN ACCESS SHARE MODE"); err != nil {
+			_ = tx.Rollback(ctx)
+			if isUndefinedTable(err) {
+				continue // renamed since: look again
+			}
+			return nil, fmt.Errorf("copy of %s: lock it: %w", ref, err)
+		}
+		var oid uint32
+		if err := tx.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, now.quoted()).Scan(&oid); err != nil {
+			_ = tx.Rollback(ctx)
+			return nil, fmt.Errorf("copy of %s: %w", ref, err)
+		}
+		if oid == ref.OID {
+			return tx, nil
+		}
+		_ = tx.Rollback(ctx) // the name passed to another table meanwhile
+	}
+	return nil, fmt.Errorf("copy of %s: the table kept being renamed while ferry tried to lock it; start ferry again", ref)
+}
+
 // tryLock takes the table's ACCESS SHARE lock without waiting; false when
 // another session holds or waits for a lock that conflicts.
 func tryLock(ctx context.Context, conn *pgx.Conn, ref tableRef) (bool, error) {

@@ -67,30 +67,39 @@ func beginSnapshot(ctx context.Context, connString, snapshot string) (*pgx.Conn,
 // change that caused it is consistent, since the copy's rows get version
 // and every later change has a higher one.
 func (r *Replicator) copyFresh(ctx context.Context, rel *relation, target *schema.TableMap, version uint64) error {
-	return r.inSnapshot(ctx, "", func(conn *pgx.Conn) error {
-		// Locked first, the table cannot change while it is described and copied.
-		if _, err := lockTable(ctx, conn, rel.ref); err != nil {
-			return err
+	conn, err := connectBuffered(ctx, r.cfg.ConnString)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	// Locked before the snapshot is taken, the table is described as it
+	// stays until the copy ends.
+	tx, err := beginLocked(ctx, conn, rel.ref)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // read-only; a no-op after Commit
+	now, err := describeTable(ctx, conn, rel.ref)
+	if err != nil {
+		return err
+	}
+	src := project(rel, now)
+	rel.stale = src.placeholders > 0
+	if rel.stale {
+		r.log.Warn("the table changed again since the point the stream is at: columns that no longer match are copied as empty values, "+
+			"and the table is rebuilt again when the stream reaches the later change", zap.Stringer("table", rel.ref), zap.Int("columns", src.placeholders))
+	}
+	// Further workers share this transaction's snapshot.
+	var snapshot string
+	if r.cfg.CopyWorkers > 1 {
+		if err := conn.QueryRow(ctx, "SELECT pg_export_snapshot()").Scan(&snapshot); err != nil {
+			return fmt.Errorf("copy of %s: export snapshot: %w", rel.ref, err)
 		}
-		now, err := describeTable(ctx, conn, rel.ref)
-		if err != nil {
-			return err
-		}
-		src := project(rel, now)
-		rel.stale = src.placeholders > 0
-		if rel.stale {
-			r.log.Warn("the table changed again since the point the stream is at: columns that no longer match are copied as empty values, "+
-				"and the table is rebuilt again when the stream reaches the later change", zap.Stringer("table", rel.ref), zap.Int("columns", src.placeholders))
-		}
-		// Further workers share this transaction's snapshot.
-		var snapshot string
-		if r.cfg.CopyWorkers > 1 {
-			if err := conn.QueryRow(ctx, "SELECT pg_export_snapshot()").Scan(&snapshot); err != nil {
-				return fmt.Errorf("copy of %s: export snapshot: %w", rel.ref, err)
-			}
-		}
-		return r.copyJobs(ctx, conn, snapshot, []*copyJob{{rel: rel, target: target, version: version, src: src}})
-	})
+	}
+	if err := r.copyJobs(ctx, conn, snapshot, []*copyJob{{rel: rel, target: target, version: version, src: src}}); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // source says which of the stream's columns a copy reads from the
