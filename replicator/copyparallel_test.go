@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -187,4 +188,47 @@ func lockWhenFerryHolds(pgURL, table string) error {
 	}
 	_, err = conn.Exec(context.Background(), `BEGIN; SET LOCAL lock_timeout = '100s'; LOCK TABLE `+table+` IN ACCESS EXCLUSIVE MODE; COMMIT`)
 	return err
+}
+
+// TestParallelCopyWithFewConnections copies as a role whose connection
+// limit leaves room for fewer workers than asked for: those that cannot
+// connect stand down, and the others copy every row.
+func TestParallelCopyWithFewConnections(t *testing.T) {
+	e := newEnv(t)
+	const rows = 40000
+	role := e.db + "_few"
+	e.exec(`CREATE TABLE big (id int PRIMARY KEY, pad text NOT NULL)`,
+		fmt.Sprintf(`INSERT INTO big SELECT g, repeat(md5(g::text), 28) FROM generate_series(1, %d) g`, rows),
+		`VACUUM ANALYZE big`,
+		"CREATE ROLE "+role+" LOGIN REPLICATION CONNECTION LIMIT 5",
+		"ALTER TABLE big OWNER TO "+role,
+		"GRANT CREATE ON DATABASE "+e.db+" TO "+role)
+	t.Cleanup(func() { // before the database goes: the role owns objects in it
+		for _, s := range []string{"DROP OWNED BY " + role, "DROP ROLE " + role} {
+			if _, err := e.pg.Exec(context.Background(), s); err != nil {
+				t.Logf("%s: %v", s, err)
+			}
+		}
+	})
+	u, err := url.Parse(e.pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+
+	logs, seen := observer.New(zapcore.InfoLevel)
+	cfg := e.config()
+	cfg.ConnString = u.String()
+	cfg.Logger = zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), logs))
+	cfg.CopyWorkers = 8
+	cfg.Tables = []string{"public.big"}
+	e.mustCatchUp(cfg)
+	if n := seen.FilterMessage("a copy connection could not start; copying with fewer").Len(); n == 0 {
+		t.Error("every copy connection started: the limit did not bite")
+	} else {
+		t.Logf("%d copy connections could not start", n)
+	}
+	if counts := e.verifyAll(cfg); counts["public.big"] != rows {
+		t.Errorf("rows: %v, want %d", counts, rows)
+	}
 }

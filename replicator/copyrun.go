@@ -125,7 +125,13 @@ func (r *Replicator) copyJobs(ctx context.Context, conn *pgx.Conn, snapshot stri
 			defer others.Done()
 			wconn, tx, err := beginSnapshot(gctx, r.cfg.ConnString, snapshot)
 			if err != nil {
-				return err
+				if gctx.Err() != nil {
+					return gctx.Err()
+				}
+				// The first connection and the others copy what this one
+				// would have (max_connections may be near, say).
+				r.log.Warn("a copy connection could not start; copying with fewer", zap.Error(err))
+				return nil
 			}
 			defer wconn.Close(context.Background())
 			defer tx.Rollback(context.Background()) //nolint:errcheck // read-only; the connection closes anyway
