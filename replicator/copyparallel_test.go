@@ -36,34 +36,7 @@ func TestParallelCopyUnderWrites(t *testing.T) {
 		fmt.Sprintf(`INSERT INTO ev SELECT g %% 10, repeat(md5(g::text), 28) FROM generate_series(1, %d) g`, rows),
 		`VACUUM ANALYZE big`, `VACUUM ANALYZE ev`)
 
-	var wg sync.WaitGroup
-	var moved atomic.Int64
-	stop := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		conn, err := pgx.Connect(context.Background(), e.pgURL)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer conn.Close(context.Background())
-		rnd := rand.New(rand.NewPCG(1, 2))
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			a, b := rnd.IntN(rows)+1, rnd.IntN(rows)+1
-			if _, err := conn.Exec(context.Background(), fmt.Sprintf(
-				`BEGIN; UPDATE big SET n = n - 1 WHERE id = %d; UPDATE big SET n = n + 1 WHERE id = %d; COMMIT`, a, b)); err != nil {
-				t.Error(err)
-				return
-			}
-			moved.Add(1)
-		}
-	}()
+	moved, stopMoving := startMover(t, e.pgURL, rows)
 	for moved.Load() < 50 { // let the writer get going, so that it runs during the whole copy
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -96,8 +69,7 @@ func TestParallelCopyUnderWrites(t *testing.T) {
 		e.chStrings("SELECT toString(count()), toString(uniqExact(_ferry_seq)) FROM "+e.table("ev")+" FINAL"),
 		[][]string{{fmt.Sprint(rows), fmt.Sprint(rows)}})
 
-	close(stop)
-	wg.Wait()
+	stopMoving()
 	e.mustCatchUp(cfg)
 	counts := e.verifyAll(cfg)
 	if counts["public.big"] != rows || counts["public.ev"] != rows {
@@ -118,6 +90,40 @@ func TestParallelCopyUnderWrites(t *testing.T) {
 	if counts["public.big"] != rows {
 		t.Errorf("big after the copy on restart: %d rows, want %d", counts["public.big"], rows)
 	}
+}
+
+// startMover moves one unit of big.n from a random row to another, one
+// transaction at a time, until stop is called.
+func startMover(t *testing.T, pgURL string, rows int) (moved *atomic.Int64, stop func()) {
+	moved = &atomic.Int64{}
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		conn, err := pgx.Connect(context.Background(), pgURL)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close(context.Background())
+		rnd := rand.New(rand.NewPCG(1, 2))
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			a, b := rnd.IntN(rows)+1, rnd.IntN(rows)+1
+			if _, err := conn.Exec(context.Background(), fmt.Sprintf(
+				`BEGIN; UPDATE big SET n = n - 1 WHERE id = %d; UPDATE big SET n = n + 1 WHERE id = %d; COMMIT`, a, b)); err != nil {
+				t.Error(err)
+				return
+			}
+			moved.Add(1)
+		}
+	}()
+	return moved, func() { close(done); wg.Wait() }
 }
 
 // TestParallelCopyWithWaitingDDL queues an ACCESS EXCLUSIVE lock (what an
