@@ -8,7 +8,7 @@ STACK   := deploy/stack.sh
 KAFKA   ?= 0
 GOFILES_CMD := find . -name '*.go' -not -path './.stack/*' -not -path './bin/*' -not -path './vendor/*' -print0
 
-.PHONY: build stack-up stack-down stack-status test fmt fmt-check vet demo measure chaos clean
+.PHONY: build stack-up stack-down stack-status test fmt fmt-check vet demo measure perf chaos clean
 
 ## build: compile bin/ferry
 build:
@@ -59,6 +59,11 @@ measure: build stack-up
 chaos:
 	mkdir -p .stack
 	CHAOS=full CHAOS_REPORT="$${CHAOS_REPORT:-$(CURDIR)/.stack/chaos-report.md}" $(GO) test -count=1 -v -timeout 60m ./deploy/chaostest
+
+## perf: build, start the stack and measure catch-up, initial load, steady-state latency and memory
+##       into docs/PERFORMANCE.md (RUNS=3; QUICK=1 is a smoke run; logs in .stack/perf/)
+perf: build stack-up
+	bash deploy/perf.sh
 
 ## clean: remove build output (the stack's data stays; use stack-down first)
 clean:

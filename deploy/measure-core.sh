@@ -7,6 +7,9 @@
 #   2. initial load: LOAD_ROWS rows copied by `ferry run --catch-up`, against
 #      a `psql \copy | clickhouse-client` shell pipeline.
 #
+# deploy/perf.sh (make perf) is the fuller harness: three catch-up shapes,
+# steady-state latency and peak memory, written into docs/PERFORMANCE.md.
+#
 # Each is repeated RUNS times; the summary shows medians. Raw timings and
 # logs go to .stack/measure/. This is a benchmark, not a test: it fails only
 # when something breaks or ferry's copy is wrong.

@@ -1,6 +1,7 @@
 package replicator
 
 import (
+	"runtime"
 	"time"
 
 	"go.uber.org/zap"
@@ -35,6 +36,14 @@ type Config struct {
 	StandbyInterval time.Duration
 	// Batch sets how rows are grouped into INSERTs.
 	Batch BatchConfig
+	// CopyWorkers is how many connections the initial copy reads with at
+	// once, each with one INSERT in flight (when the sink takes concurrent
+	// writes). A table of at least 8 MiB is read in that many page ranges
+	// (PostgreSQL 14 and later); smaller tables are copied side by side.
+	// Each worker holds up to one batch (Batch.MaxRows, Batch.MaxBytes) in
+	// memory. Default min(4, 2*GOMAXPROCS); 1 copies one table at a time on
+	// one connection.
+	CopyWorkers int
 	// Logger receives progress and warnings. Default zap.NewNop().
 	Logger *zap.Logger
 	// Observer is told about changes, flushes and positions, for metrics.
@@ -94,6 +103,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SlotBusyTimeout <= 0 {
 		c.SlotBusyTimeout = 2 * time.Minute
+	}
+	if c.CopyWorkers <= 0 {
+		c.CopyWorkers = min(4, 2*runtime.GOMAXPROCS(0))
 	}
 	if c.SlotWatch <= 0 {
 		c.SlotWatch = 10 * time.Second

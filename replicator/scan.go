@@ -19,14 +19,14 @@ func ScanTable(ctx context.Context, connString string, tm *schema.TableMap, fn f
 	ref := tableRef{Schema: tm.Source.Schema, Name: tm.Source.Name}
 	rel := &relation{ref: ref, tm: tm}
 	src := allColumns(rel)
+	vals := make([]any, len(tm.Columns))
 	reader := &copyReader{row: func(fields [][]byte) error {
-		vals, _, err := rel.copyValues(fields, src.from)
-		if err != nil {
+		if _, err := rel.copyValues(vals, fields, src.from); err != nil {
 			return err
 		}
 		return fn(vals)
 	}}
-	sql := copySQL(src.table, src.read)
+	sql := copySQL(src.table, src.read, pageRange{})
 	if _, err := conn.PgConn().CopyTo(ctx, reader, sql); err != nil {
 		return fmt.Errorf("read %s: %w", ref, err)
 	}

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
-	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/schema"
 )
 
@@ -19,37 +17,49 @@ import (
 // streamed afterwards wins over them.
 func (r *Replicator) copyTables(ctx context.Context, snapshot string, rels []*relation) error {
 	return r.inSnapshot(ctx, snapshot, func(conn *pgx.Conn) error {
-		for _, rel := range rels {
-			if err := r.copyTable(ctx, conn, rel, rel.tm, 0, allColumns(rel)); err != nil {
-				return err
-			}
+		jobs := make([]*copyJob, len(rels))
+		for i, rel := range rels {
+			jobs[i] = &copyJob{rel: rel, target: rel.tm, src: allColumns(rel)}
 		}
-		return nil
+		return r.copyJobs(ctx, conn, snapshot, jobs)
 	})
 }
 
 // inSnapshot runs fn in a read-only REPEATABLE READ transaction on a
 // connection of its own, importing snapshot first unless it is "".
 func (r *Replicator) inSnapshot(ctx context.Context, snapshot string, fn func(conn *pgx.Conn) error) error {
-	conn, err := connect(ctx, r.cfg.ConnString)
+	conn, tx, err := beginSnapshot(ctx, r.cfg.ConnString, snapshot)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return fmt.Errorf("copy: begin: %w", err)
-	}
 	defer tx.Rollback(context.Background())
-	if snapshot != "" {
-		if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(snapshot)); err != nil {
-			return fmt.Errorf("copy: import snapshot %s: %w", snapshot, err)
-		}
-	}
 	if err := fn(conn); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
+}
+
+// beginSnapshot opens a connection and begins on it a read-only REPEATABLE
+// READ transaction that imports snapshot unless it is "". The caller closes
+// the connection.
+func beginSnapshot(ctx context.Context, connString, snapshot string) (*pgx.Conn, pgx.Tx, error) {
+	conn, err := connectBuffered(ctx, connString)
+	if err != nil {
+		return nil, nil, err
+	}
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		conn.Close(context.Background())
+		return nil, nil, fmt.Errorf("copy: begin: %w", err)
+	}
+	if snapshot != "" {
+		if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(snapshot)); err != nil {
+			conn.Close(context.Background())
+			return nil, nil, fmt.Errorf("copy: import snapshot %s: %w", snapshot, err)
+		}
+	}
+	return conn, tx, nil
 }
 
 // copyFresh copies a table under a snapshot of its own, for a table that
@@ -57,19 +67,39 @@ func (r *Replicator) inSnapshot(ctx context.Context, snapshot string, fn func(co
 // change that caused it is consistent, since the copy's rows get version
 // and every later change has a higher one.
 func (r *Replicator) copyFresh(ctx context.Context, rel *relation, target *schema.TableMap, version uint64) error {
-	return r.inSnapshot(ctx, "", func(conn *pgx.Conn) error {
-		now, err := describeTable(ctx, conn, rel.ref)
-		if err != nil {
-			return err
+	conn, err := connectBuffered(ctx, r.cfg.ConnString)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	// Locked before the snapshot is taken, the table is described as it
+	// stays until the copy ends.
+	tx, err := beginLocked(ctx, conn, rel.ref)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // read-only; a no-op after Commit
+	now, err := describeTable(ctx, conn, rel.ref)
+	if err != nil {
+		return err
+	}
+	src := project(rel, now)
+	rel.stale = src.placeholders > 0
+	if rel.stale {
+		r.log.Warn("the table changed again since the point the stream is at: columns that no longer match are copied as empty values, "+
+			"and the table is rebuilt again when the stream reaches the later change", zap.Stringer("table", rel.ref), zap.Int("columns", src.placeholders))
+	}
+	// Further workers share this transaction's snapshot.
+	var snapshot string
+	if r.cfg.CopyWorkers > 1 {
+		if err := conn.QueryRow(ctx, "SELECT pg_export_snapshot()").Scan(&snapshot); err != nil {
+			return fmt.Errorf("copy of %s: export snapshot: %w", rel.ref, err)
 		}
-		src := project(rel, now)
-		rel.stale = src.placeholders > 0
-		if rel.stale {
-			r.log.Warn("the table changed again since the point the stream is at: columns that no longer match are copied as empty values, "+
-				"and the table is rebuilt again when the stream reaches the later change", zap.Stringer("table", rel.ref), zap.Int("columns", src.placeholders))
-		}
-		return r.copyTable(ctx, conn, rel, target, version, src)
-	})
+	}
+	if err := r.copyJobs(ctx, conn, snapshot, []*copyJob{{rel: rel, target: target, version: version, src: src}}); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // source says which of the stream's columns a copy reads from the
@@ -118,65 +148,11 @@ func project(rel *relation, now described) source {
 	return src
 }
 
-// copyTable streams one table with COPY ... TO STDOUT in text format, the
-// same text forms pgoutput sends, through the same converters, into the
-// ClickHouse table target (rel.tm, or a shadow of it), which it empties
-// first. Rows get Version version.
-func (r *Replicator) copyTable(ctx context.Context, conn *pgx.Conn, rel *relation, target *schema.TableMap, version uint64, src source) error {
-	start := time.Now()
-	if err := r.sink.Truncate(ctx, target); err != nil {
-		return fmt.Errorf("copy of %s: empty the ClickHouse table: %w", rel.ref, err)
-	}
-	batch := loader.NewBatcher(r.sink, r.cfg.Batch.MaxRows, r.cfg.Batch.MaxBytes, 0)
-	var rows, total uint64
-	var estimate float64
-	if err := conn.QueryRow(ctx, `SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = $1`, rel.ref.OID).Scan(&estimate); err == nil {
-		total = uint64(estimate)
-	}
-	name := rel.ref.String()
-	r.cfg.Observer.SnapshotProgress(name, 0, total, false)
-	reader := &copyReader{row: func(fields [][]byte) error {
-		vals, size, err := rel.copyValues(fields, src.from)
-		if err != nil {
-			return err
-		}
-		rows++
-		row := loader.Row{Values: vals, Seq: rows, Version: version}
-		if err := rel.setRowKey(&row); err != nil {
-			return err
-		}
-		batch.Add(target, row, size)
-		if !batch.Full() {
-			return nil
-		}
-		if err := batch.Flush(ctx); err != nil {
-			return err
-		}
-		r.cfg.Observer.SnapshotProgress(name, rows, total, false)
-		return nil
-	}}
-	sql := copySQL(src.table, src.read)
-	if _, err := conn.PgConn().CopyTo(ctx, reader, sql); err != nil {
-		return fmt.Errorf("initial copy of %s: %w", rel.ref, err)
-	}
-	if err := reader.Close(); err != nil {
-		return fmt.Errorf("initial copy of %s: %w", rel.ref, err)
-	}
-	if err := batch.Flush(ctx); err != nil {
-		return fmt.Errorf("initial copy of %s: %w", rel.ref, err)
-	}
-	r.cfg.Observer.SnapshotProgress(name, rows, total, true)
-	took := time.Since(start)
-	r.log.Info("copied table", zap.Stringer("table", rel.ref), zap.Uint64("rows", rows), zap.Duration("took", took),
-		zap.Float64("rows_per_s", float64(rows)/took.Seconds()))
-	return nil
-}
-
-// copyValues converts one COPY row; from maps each column to its field
-// (-1: a placeholder, the column's zero value).
-func (rel *relation) copyValues(fields [][]byte, from []int) ([]any, int, error) {
+// copyValues converts one COPY row into vals, one per column; from maps
+// each column to its field (-1: a placeholder, the column's zero value). It
+// returns the row's estimated size.
+func (rel *relation) copyValues(vals []any, fields [][]byte, from []int) (int, error) {
 	cols := rel.tm.Columns
-	vals := make([]any, len(cols))
 	size := 16 * len(cols)
 	for i := range cols {
 		j := from[i]
@@ -185,23 +161,23 @@ func (rel *relation) copyValues(fields [][]byte, from []int) ([]any, int, error)
 			continue
 		}
 		if j >= len(fields) {
-			return nil, 0, fmt.Errorf("copy of %s: got %d fields, want at least %d", rel.ref, len(fields), j+1)
+			return 0, fmt.Errorf("copy of %s: got %d fields, want at least %d", rel.ref, len(fields), j+1)
 		}
 		f := fields[j]
 		v, err := cols[i].Convert(f, f == nil)
 		if err != nil {
-			return nil, 0, fmt.Errorf("copy of %s: %w", rel.ref, err)
+			return 0, fmt.Errorf("copy of %s: %w", rel.ref, err)
 		}
 		vals[i] = v
 		size += len(f)
 	}
-	return vals, size, nil
+	return size, nil
 }
 
-// copySQL reads columns of a table; the SELECT form also works for a
-// partitioned table, whose rows live in its partitions. With no columns it
-// still reads one (empty) field per row.
-func copySQL(ref tableRef, cols []string) string {
+// copySQL reads columns of a table, the rows of pages rng; the SELECT form
+// also works for a partitioned table, whose rows live in its partitions.
+// With no columns it still reads one (empty) field per row.
+func copySQL(ref tableRef, cols []string, rng pageRange) string {
 	list := "''"
 	if len(cols) > 0 {
 		quoted := make([]string, len(cols))
@@ -210,7 +186,7 @@ func copySQL(ref tableRef, cols []string) string {
 		}
 		list = strings.Join(quoted, ", ")
 	}
-	return fmt.Sprintf("COPY (SELECT %s FROM %s) TO STDOUT", list, ref.quoted())
+	return fmt.Sprintf("COPY (SELECT %s FROM %s%s) TO STDOUT", list, ref.quoted(), rng.where())
 }
 
 func (r tableRef) quoted() string { return schema.QuotePG(r.Schema) + "." + schema.QuotePG(r.Name) }

@@ -59,11 +59,14 @@ func main() {
 	kctx.Bind(log)
 	kctx.Bind(kctx)
 	go exitIfStuck(ctx, log)
+	stopProfile := startProfile()
 	if err := kctx.Run(); err != nil {
+		stopProfile()
 		log.Error("ferry stopped", zap.Error(err))
 		fmt.Fprintln(os.Stderr, "ferry:", err)
 		os.Exit(1)
 	}
+	stopProfile()
 }
 
 // kongOptions configure the command line parser; tests use them too.

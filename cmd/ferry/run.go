@@ -35,10 +35,11 @@ type tableFlags struct {
 type runCmd struct {
 	connFlags
 	tableFlags
-	CatchUp    bool          `name:"catch-up" help:"Exit 0 once every transaction committed before the start is in ClickHouse."`
-	BatchRows  int           `name:"batch-rows" help:"Flush when this many rows are pending." default:"50000" env:"FERRY_BATCH_ROWS"`
-	BatchBytes int           `name:"batch-bytes" help:"Flush when the pending rows hold this many bytes." default:"33554432" env:"FERRY_BATCH_BYTES"`
-	BatchAge   time.Duration `name:"batch-age" help:"Flush when the oldest pending row waited this long." default:"300ms" env:"FERRY_BATCH_AGE"`
+	CatchUp     bool          `name:"catch-up" help:"Exit 0 once every transaction committed before the start is in ClickHouse."`
+	BatchRows   int           `name:"batch-rows" help:"Flush when this many rows are pending." default:"50000" env:"FERRY_BATCH_ROWS"`
+	BatchBytes  int           `name:"batch-bytes" help:"Flush when the pending rows hold this many bytes." default:"33554432" env:"FERRY_BATCH_BYTES"`
+	BatchAge    time.Duration `name:"batch-age" help:"Flush when the oldest pending row waited this long." default:"300ms" env:"FERRY_BATCH_AGE"`
+	CopyWorkers int           `name:"copy-workers" help:"Connections the initial copy reads with at once: big tables in page ranges, one INSERT in flight each. 0: min(4, 2 x CPUs)." default:"0" env:"FERRY_COPY_WORKERS"`
 	opsFlags
 	Sink string `help:"Where rows go: clickhouse, or kafka (Debezium envelopes; load them with ferry load --from-kafka)." default:"clickhouse" enum:"clickhouse,kafka" env:"FERRY_SINK"`
 	kafkaPublishFlags
@@ -72,6 +73,7 @@ func (c *runCmd) replicatorConfig(log *zap.Logger, obs *observer) replicator.Con
 		TextColumns:    c.TextColumns,
 		CatchUp:        c.CatchUp,
 		Batch:          replicator.BatchConfig{MaxRows: c.BatchRows, MaxBytes: c.BatchBytes, MaxAge: c.BatchAge},
+		CopyWorkers:    c.CopyWorkers,
 		Logger:         log,
 		Observer:       obs,
 		Heartbeat:      c.Heartbeat,

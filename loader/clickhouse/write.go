@@ -93,9 +93,9 @@ func insertColumns(tm *schema.TableMap) []string {
 
 func (s *Sink) insert(ctx context.Context, tm *schema.TableMap, rows []loader.Row) error {
 	name := s.table(tm.Name)
-	batch, err := s.conn.PrepareBatch(ctx, insertQuery(tm.InsertSQL(s.db)))
+	batch, err := s.prepareInsert(ctx, tm)
 	if err != nil {
-		return s.red.wrap(classify(err), "clickhouse: insert into %s", name)
+		return err
 	}
 	sent := false
 	defer func() {
@@ -103,19 +103,7 @@ func (s *Sink) insert(ctx context.Context, tm *schema.TableMap, rows []loader.Ro
 			_ = batch.Abort()
 		}
 	}()
-	want := insertColumns(tm)
-	got := batch.Columns()
-	if len(got) != len(want) {
-		return reject(fmt.Errorf("clickhouse: insert into %s: server expects %d columns, ferry sends %d",
-			name, len(got), len(want)))
-	}
-	for i, c := range got {
-		if c.Name() != want[i] {
-			return reject(fmt.Errorf("clickhouse: insert into %s: column %d is %q on the server, ferry sends %q",
-				name, i, c.Name(), want[i]))
-		}
-	}
-	if err := checkInsertTypes(name, tm, got, rows); err != nil {
+	if err := checkInsertTypes(name, tm, batch.Columns(), rows); err != nil {
 		return err
 	}
 	if err := appendRows(batch, tm, rows); err != nil {
@@ -126,6 +114,31 @@ func (s *Sink) insert(ctx context.Context, tm *schema.TableMap, rows []loader.Ro
 		return s.red.wrap(classify(err), "clickhouse: insert %d rows into %s", len(rows), name)
 	}
 	return nil
+}
+
+// prepareInsert starts the mapping's INSERT and checks that the server
+// expects the columns ferry sends, in its order.
+func (s *Sink) prepareInsert(ctx context.Context, tm *schema.TableMap) (driver.Batch, error) {
+	name := s.table(tm.Name)
+	batch, err := s.conn.PrepareBatch(ctx, insertQuery(tm.InsertSQL(s.db)))
+	if err != nil {
+		return nil, s.red.wrap(classify(err), "clickhouse: insert into %s", name)
+	}
+	want := insertColumns(tm)
+	got := batch.Columns()
+	if len(got) != len(want) {
+		_ = batch.Abort()
+		return nil, reject(fmt.Errorf("clickhouse: insert into %s: server expects %d columns, ferry sends %d",
+			name, len(got), len(want)))
+	}
+	for i, c := range got {
+		if c.Name() != want[i] {
+			_ = batch.Abort()
+			return nil, reject(fmt.Errorf("clickhouse: insert into %s: column %d is %q on the server, ferry sends %q",
+				name, i, c.Name(), want[i]))
+		}
+	}
+	return batch, nil
 }
 
 // appendRows fills the batch column by column: the values, then ferry's
@@ -210,3 +223,59 @@ func boolUint8(b bool) uint8 {
 	}
 	return 0
 }
+
+// InsertStream starts one INSERT into tm's table that takes rows in
+// several parts: each send appends rows and sends them to the server as a
+// block, reusing the block's buffers, and end(true) finishes the INSERT,
+// after which every row sent is stored. ClickHouse squashes the blocks of
+// one INSERT into parts of up to min_insert_block_size_rows, so a long
+// stream of small sends leaves few parts to merge while ferry holds one
+// block in memory. Until end(true) returns nil no row is known to be
+// stored, and after end(false), or an error, which abandon the INSERT,
+// some of the rows sent may be: it is for the initial copy, which empties
+// the table and starts again after a failure. Rows must not hold
+// Unchanged values. send and end are called from one goroutine;
+// several streams may run at once.
+func (s *Sink) InsertStream(ctx context.Context, tm *schema.TableMap) (send func(rows []loader.Row) error, end func(commit bool) error, err error) {
+	name := s.table(tm.Name)
+	batch, err := s.prepareInsert(ctx, tm)
+	if err != nil {
+		return nil, nil, err
+	}
+	var total int
+	send = func(rows []loader.Row) error {
+		for i := range rows {
+			if n := len(rows[i].Values); n != len(tm.Columns) {
+				return reject(fmt.Errorf("clickhouse: insert into %s: row %d has %d values for %d columns", name, i, n, len(tm.Columns)))
+			}
+		}
+		if err := checkInsertTypes(name, tm, batch.Columns(), rows); err != nil {
+			return err
+		}
+		if err := appendRows(batch, tm, rows); err != nil {
+			return reject(fmt.Errorf("clickhouse: insert into %s: %w", name, err))
+		}
+		if err := batch.Flush(); err != nil {
+			return s.red.wrap(classify(err), "clickhouse: insert into %s (after %d rows)", name, total)
+		}
+		total += len(rows)
+		return nil
+	}
+	end = func(commit bool) error {
+		if !commit {
+			_ = batch.Abort()
+			return nil
+		}
+		if err := batch.Send(); err != nil {
+			return s.red.wrap(classify(err), "clickhouse: insert %d rows into %s", total, name)
+		}
+		return nil
+	}
+	return send, end, nil
+}
+
+// ConcurrentWrites reports that Write, unlike the sink's other methods, may
+// be called from several goroutines at once: each call takes a connection
+// of its own from the driver's pool. The initial copy uses this to keep
+// several INSERTs in flight.
+func (s *Sink) ConcurrentWrites() bool { return true }

@@ -1,0 +1,188 @@
+# The measurements of deploy/perf.sh (sourced): catch-up, initial load,
+# steady state. Each adds its figures to R and to the raw file.
+# shellcheck shell=bash
+
+# catchup_run SHAPE ROWS RUN TAG: a backlog of ROWS rows in SHAPE (one,
+# txn100, single) behind a slot, decoded by pg_recvlogical on a twin slot
+# and by ferry run --catch-up.
+catchup_run() {
+	local shape="$1" rows="$2" run="$3" tag="$4" url t0 t1
+	url="$(pg_url "$DB_CU")"
+	log "catch-up $tag run $run/$RUNS: $rows rows ($shape)"
+	fresh_db "$DB_CU"
+	pgdb "$DB_CU" <<-'SQL'
+		CREATE TABLE orders (
+			id bigserial PRIMARY KEY,
+			customer_id bigint NOT NULL,
+			total numeric(10,2) NOT NULL,
+			created_at timestamptz NOT NULL DEFAULT now()
+		);
+		CREATE PROCEDURE backlog(txns int, per int) LANGUAGE plpgsql AS $$
+		BEGIN
+			FOR i IN 1..txns LOOP
+				INSERT INTO orders (customer_id, total)
+				SELECT (random() * 10000)::int, (random() * 1000)::numeric(10,2) FROM generate_series(1, per);
+				COMMIT;
+			END LOOP;
+		END $$;
+	SQL
+	# A first start on the empty table makes the slot, publication and
+	# ClickHouse table; the twin slot starts at (about) the same point.
+	ferry_flags "$DB_CU"
+	run_logged "cu-$tag-$run-first" "$FERRY" run "${FLAGS[@]}" "${RUNX[@]}" --catch-up
+	pgdb "$DB_CU" -c "SELECT pg_create_logical_replication_slot('$SLOT_TWIN', 'pgoutput')" >/dev/null
+	# Commit durability does not change what the WAL holds; without it the
+	# single-row backlog is written in seconds rather than minutes.
+	t0="$(now)"
+	case "$shape" in
+	one) PGOPTIONS="-c synchronous_commit=off" pgdb "$DB_CU" -c "INSERT INTO orders (customer_id, total)
+		SELECT (random() * 10000)::int, (random() * 1000)::numeric(10,2) FROM generate_series(1, $rows)" ;;
+	txn100) PGOPTIONS="-c synchronous_commit=off" pgdb "$DB_CU" -c "CALL backlog($((rows / 100)), 100)" ;;
+	single) PGOPTIONS="-c synchronous_commit=off" pgdb "$DB_CU" -c "CALL backlog($rows, 1)" ;;
+	esac
+	t1="$(now)"
+	local end_lsn
+	end_lsn="$(pgdb "$DB_CU" -c "SELECT pg_current_wal_lsn()")"
+	# A record past end_lsn from another database, so that a decoder
+	# waiting for one at or after end_lsn sees it.
+	pgq -c "SELECT pg_logical_emit_message(false, 'ferry_perf', 'end')" >/dev/null
+	# Settle first: autovacuum on the new rows and a due checkpoint would
+	# otherwise run during the timings.
+	pgdb "$DB_CU" -c "VACUUM (ANALYZE) orders" -c "CHECKPOINT" >/dev/null
+	log "  backlog written in $(elapsed "$t0" "$t1")s, up to $end_lsn"
+
+	t0="$(now)"
+	if ! timeout 900 pg_recvlogical -d "$url" --slot "$SLOT_TWIN" --start -o proto_version=1 \
+		-o publication_names="$PUB" --no-loop -E "$end_lsn" -f /dev/null >"$LOGDIR/cu-$tag-$run-recv.log" 2>&1; then
+		log "FAILED: pg_recvlogical did not end by itself at $end_lsn"
+		tail -n 20 "$LOGDIR/cu-$tag-$run-recv.log" >&2
+		return 1
+	fi
+	t1="$(now)"
+	local recv
+	recv="$(elapsed "$t0" "$t1")"
+	record catchup "$tag" "$run" pg_recvlogical "$rows" "$recv" "$(rate "$rows" "$recv")" ""
+	drop_slot "$SLOT_TWIN" >/dev/null
+
+	ferry_flags "$DB_CU"
+	measured "cu-$tag-$run-ferry" "$FERRY" run "${FLAGS[@]}" "${RUNX[@]}" --catch-up
+	record catchup "$tag" "$run" ferry_catch_up "$rows" "$SECS" "$(rate "$rows" "$SECS")" "$RSS_MB"
+	log "  pg_recvlogical ${recv}s; ferry ${SECS}s (ratio $(ratio "$SECS" "$recv")), peak RSS ${RSS_MB} MB"
+	local n
+	n="$(live_rows "$DB_CU" orders)"
+	if [ "$n" != "$rows" ]; then
+		log "WRONG: ClickHouse holds $n live rows, want $rows"
+		return 1
+	fi
+	if [ "$run" = "$RUNS" ]; then
+		run_logged "cu-$tag-$run-verify" "$FERRY" --log-level warn verify "${FLAGS[@]}"
+	fi
+	add "$tag:recv" "$recv"
+	add "$tag:ferry" "$SECS"
+	add "$tag:ratio" "$(ratio "$SECS" "$recv")"
+	add "$tag:rss" "$RSS_MB"
+	drop_slot "$SLOT" >/dev/null
+}
+
+# load_section: LOAD_ROWS rows copied RUNS times by ferry and by the shell
+# pipeline.
+load_section() {
+	local run n rps
+	log "initial load: $LOAD_ROWS rows"
+	fresh_db "$DB_LOAD"
+	pgdb "$DB_LOAD" <<-SQL
+		CREATE TABLE orders (
+			id bigserial PRIMARY KEY,
+			customer_id bigint NOT NULL,
+			total numeric(10,2) NOT NULL,
+			created_at timestamptz NOT NULL DEFAULT now(),
+			note text NOT NULL
+		);
+		INSERT INTO orders (customer_id, total, created_at, note)
+		SELECT (random() * 10000)::int, (random() * 1000)::numeric(10,2),
+			now() - g * interval '1 second', repeat(md5(g::text), 6) || left(md5(g::text), 8)
+		FROM generate_series(1, $LOAD_ROWS) g;
+		VACUUM (FREEZE, ANALYZE) orders;
+	SQL
+	LOAD_SIZE="$(pgdb "$DB_LOAD" -c "SELECT pg_size_pretty(pg_table_size('orders'))")"
+	for run in $(seq 1 "$RUNS"); do
+		log "initial load run $run/$RUNS"
+		drop_slot "$SLOT" >/dev/null 2>&1 || true
+		drop_ch_db "$DB_LOAD"
+		ferry_flags "$DB_LOAD"
+		measured "load-$run-ferry" "$FERRY" --log-format json run "${FLAGS[@]}" "${RUNX[@]}" --catch-up
+		rps="$(sed -n 's/.*"copied table".*"rows_per_s":\([0-9.e+]*\).*/\1/p' "$LOGDIR/load-$run-ferry.log" | head -n 1)"
+		n="$(live_rows "$DB_LOAD" orders)"
+		if [ "$n" != "$LOAD_ROWS" ]; then
+			log "WRONG: ClickHouse holds $n live rows, want $LOAD_ROWS"
+			return 1
+		fi
+		record load - "$run" ferry_first_start "$LOAD_ROWS" "$SECS" "$(rate "$LOAD_ROWS" "$SECS")" "$RSS_MB"
+		add load:ferry "$SECS"
+		add load:copyrps "$(awk -v v="${rps:-0}" 'BEGIN { printf "%.0f", v }')"
+		add load:rss "$RSS_MB"
+		local ferry_secs="$SECS"
+		drop_slot "$SLOT" >/dev/null
+
+		chq --query "CREATE TABLE $DB_LOAD.orders_shell (id Int64, customer_id Int64, total Decimal(10, 2), created_at String, note String) ENGINE = MergeTree ORDER BY id"
+		local t0 t1 secs
+		t0="$(now)"
+		psql "$(pg_url "$DB_LOAD")" -X -v ON_ERROR_STOP=1 -qAt -c '\copy orders (id, customer_id, total, created_at, note) to stdout' |
+			chq --query "INSERT INTO $DB_LOAD.orders_shell (id, customer_id, total, created_at, note) FORMAT TSV"
+		t1="$(now)"
+		secs="$(elapsed "$t0" "$t1")"
+		n="$(chq --query "SELECT count() FROM $DB_LOAD.orders_shell")"
+		if [ "$n" != "$LOAD_ROWS" ]; then
+			log "WRONG: the shell pipeline loaded $n rows, want $LOAD_ROWS"
+			return 1
+		fi
+		record load - "$run" shell_pipeline "$LOAD_ROWS" "$secs" "$(rate "$LOAD_ROWS" "$secs")" ""
+		add load:shell "$secs"
+		add load:speedup "$(ratio "$secs" "$ferry_secs")"
+		log "  ferry ${ferry_secs}s (copy ${rps%.*} rows/s, peak RSS ${RSS_MB} MB); shell ${secs}s"
+	done
+	ferry_flags "$DB_LOAD"
+	run_logged "load-verify" "$FERRY" --log-level warn verify "${FLAGS[@]}"
+	drop_pg_db "$DB_LOAD"
+	drop_ch_db "$DB_LOAD"
+}
+
+# steady_run RUN: ferry streams while perfload writes at STEADY_RATE.
+steady_run() {
+	local run="$1" pid out hwm n
+	log "steady state run $run/$RUNS: $STEADY_RATE rows/s for ${STEADY_SECS}s"
+	fresh_db "$DB_ST"
+	pgdb "$DB_ST" -c "CREATE TABLE orders (id bigint PRIMARY KEY, customer_id bigint NOT NULL, total numeric(10,2) NOT NULL,
+		created_at timestamptz NOT NULL DEFAULT now(), note text NOT NULL)"
+	ferry_flags "$DB_ST"
+	"$FERRY" run "${FLAGS[@]}" "${RUNX[@]}" >"$LOGDIR/steady-$run-ferry.log" 2>&1 &
+	pid=$!
+	BG_PIDS+=("$pid")
+	for _ in $(seq 1 300); do
+		grep -q '"catch_up"' "$LOGDIR/steady-$run-ferry.log" && break # the "streaming" line
+		kill -0 "$pid" 2>/dev/null || { tail -n 20 "$LOGDIR/steady-$run-ferry.log" >&2; return 1; }
+		sleep 0.2
+	done
+	out="$("$PERFLOAD" -pg "$(pg_url "$DB_ST")" -ch "$FERRY_CH_URL" -ch-table "$DB_ST.orders" \
+		-rate "$STEADY_RATE" -duration "${STEADY_SECS}s" 2>"$LOGDIR/steady-$run-perfload.err")" || {
+		log "FAILED: perfload: $(cat "$LOGDIR/steady-$run-perfload.err") $out"
+		return 1
+	}
+	echo "$out" >"$LOGDIR/steady-$run-perfload.log"
+	hwm="$(awk '/^VmHWM:/ { printf "%.0f", $2 / 1024 }' "/proc/$pid/status")"
+	kill -TERM "$pid"
+	wait "$pid" || { log "FAILED: ferry exited non-zero after SIGTERM"; tail -n 20 "$LOGDIR/steady-$run-ferry.log" >&2; return 1; }
+	kv() { printf '%s\n' "$out" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+	n="$(live_rows "$DB_ST" orders)"
+	if [ "$n" != "$(kv rows)" ]; then
+		log "WRONG: ClickHouse holds $n live rows, perfload wrote $(kv rows)"
+		return 1
+	fi
+	record steady - "$run" ferry_stream "$(kv rows)" "$STEADY_SECS" "$(kv rows_per_s)" "$hwm"
+	add steady:rate "$(kv rows_per_s)"
+	add steady:p50 "$(kv p50_ms)"
+	add steady:p99 "$(kv p99_ms)"
+	add steady:max "$(kv max_ms)"
+	add steady:rss "$hwm"
+	log "  $out; peak RSS ${hwm} MB"
+}

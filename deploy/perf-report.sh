@@ -1,0 +1,138 @@
+# The report of deploy/perf.sh (sourced): the machine, and the figures in
+# R as markdown between the markers of PERF_DOC.
+# shellcheck shell=bash
+
+machine_facts() {
+	local cpu mem rev
+	cpu="$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || echo "?")"
+	mem="$(free -g | awk '/^Mem:/ { print $2 }')"
+	PG_VERSION="$(pgq -c "SHOW server_version")"
+	CH_VERSION="$(chq --query "SELECT version()")"
+	GO_VERSION="$(go env GOVERSION 2>/dev/null || echo "?")"
+	if [ -z "$(git status --porcelain --untracked-files=normal -- . ':!.stack' ':!docs' 2>/dev/null)" ]; then
+		rev="$(git describe --always --tags --dirty 2>/dev/null || echo unknown)"
+	else
+		rev="uncommitted changes on $(git describe --always --tags 2>/dev/null || echo unknown)"
+	fi
+	FERRY_REV="$rev"
+	MACHINE="$(nproc) CPUs ($cpu), ${mem} GiB RAM, Linux $(uname -r)"
+	LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# row_of KEY: "median (run, run, ...)" of R[KEY].
+row_of() {
+	local v
+	read -ra v <<<"${R[$1]:-}"
+	if [ "${#v[@]}" -eq 0 ]; then printf -- '-'; return; fi
+	printf '%s (%s)' "$(median "${v[@]}")" "$(join "${v[@]}")"
+}
+med() {
+	local v
+	read -ra v <<<"${R[$1]:-}"
+	median "${v[@]}"
+}
+maxof() { local v; read -ra v <<<"${R[$1]:-}"; printf '%s\n' "${v[@]}" | sort -g | tail -n 1; }
+
+report_catchup() {
+	echo "### Catch-up: $BACKLOG_ROWS rows written while ferry was stopped"
+	echo
+	echo "Medians of $RUNS runs, every run in brackets. Time ratio = ferry's time / pg_recvlogical's (target: at most 1.25)."
+	echo
+	echo "| shape | pg_recvlogical s | ferry run --catch-up s | ferry rows/s | time ratio | ferry peak RSS MB |"
+	echo "|---|---|---|---:|---|---|"
+	local shape label
+	for shape in one txn100 single; do
+		[ -n "$(get "$shape:ferry")" ] || continue
+		case "$shape" in
+		one) label="one transaction" ;;
+		txn100) label="100-row transactions" ;;
+		single) label="single-row transactions" ;;
+		esac
+		echo "| $label | $(row_of "$shape:recv") | $(row_of "$shape:ferry") | $(rate "$BACKLOG_ROWS" "$(med "$shape:ferry")") | $(row_of "$shape:ratio") | $(row_of "$shape:rss") |"
+	done
+	echo
+	echo "pg_recvlogical (pgoutput proto_version 1, the same publication, \`-E\` the backlog's end LSN, output to /dev/null) reads a twin slot created right after ferry's. ferry's time is from start to exit: connect, checks, decode, load into ClickHouse, confirm. Each run checks ClickHouse's live row count; the last of each shape runs \`ferry verify\`."
+	echo
+}
+
+report_load() {
+	echo "### Initial load: $LOAD_ROWS rows ($LOAD_SIZE; orders shape plus a 200-byte text column)"
+	echo
+	echo "| what | seconds | rows/s | runs (s) |"
+	echo "|---|---:|---:|---|"
+	echo "| ferry first start (\`ferry run --catch-up\`: slot, copy, exit) | $(med load:ferry) | $(rate "$LOAD_ROWS" "$(med load:ferry)") | $(join "$(get load:ferry)") |"
+	echo "| ferry's \"copied table\" line (the copy alone) | | $(med load:copyrps) | $(join "$(get load:copyrps)") rows/s |"
+	echo "| \`psql -c '\\copy orders to stdout' \\| clickhouse-client --query 'INSERT ... FORMAT TSV'\` | $(med load:shell) | $(rate "$LOAD_ROWS" "$(med load:shell)") | $(join "$(get load:shell)") |"
+	echo
+	echo "ferry's speed-up over the shell pipeline (its rows/s / the pipeline's; target 1.5): median $(row_of load:speedup). ferry's peak RSS: $(row_of load:rss) MB."
+	echo "The pipeline's table is a plain MergeTree with created_at as String (ClickHouse 18.16's DateTime cannot hold timestamptz), so it does less work than ferry's ReplacingMergeTree with converted types. The last ferry copy is checked with \`ferry verify\`."
+	echo
+}
+
+report_steady() {
+	echo "### Steady state: $STEADY_RATE rows/s for ${STEADY_SECS}s"
+	echo
+	echo "deploy/perfload inserts 100-row transactions at a fixed pace while ferry streams, and polls ClickHouse every 20 ms for the highest id; a transaction's latency runs from its COMMIT returning to the first poll that sees its last row (an upper bound: up to one poll interval and the poll's own time are included). Target: p99 under 1 s."
+	echo
+	echo "| achieved rows/s | p50 ms | p99 ms | max ms | ferry peak RSS MB |"
+	echo "|---|---|---|---|---|"
+	echo "| $(row_of steady:rate) | $(row_of steady:p50) | $(row_of steady:p99) | $(row_of steady:max) | $(row_of steady:rss) |"
+	echo
+}
+
+report_memory() {
+	echo "### Peak RSS of ferry (target: under 256 MB)"
+	echo
+	echo "| run | median MB | max MB |"
+	echo "|---|---:|---:|"
+	local k label
+	for k in one:rss txn100:rss single:rss bigtxn:rss load:rss steady:rss; do
+		[ -n "$(get "$k")" ] || continue
+		case "$k" in
+		one:rss) label="catch-up, $BACKLOG_ROWS rows in one transaction" ;;
+		txn100:rss) label="catch-up, $BACKLOG_ROWS rows in 100-row transactions" ;;
+		single:rss) label="catch-up, $BACKLOG_ROWS single-row transactions" ;;
+		bigtxn:rss) label="catch-up, one transaction of $BIGTXN_ROWS rows" ;;
+		load:rss) label="initial load, $LOAD_ROWS rows" ;;
+		steady:rss) label="steady state, $STEADY_RATE rows/s" ;;
+		esac
+		echo "| $label | $(med "$k") | $(maxof "$k") |"
+	done
+	if [ -n "$(get bigtxn:ferry)" ]; then
+		echo
+		echo "The $BIGTXN_ROWS-row transaction: pg_recvlogical $(row_of bigtxn:recv) s, ferry $(row_of bigtxn:ferry) s."
+	fi
+	echo
+}
+
+write_report() {
+	local body="$OUT/report-$STAMP.md"
+	{
+		echo "<!-- perf:begin: written by deploy/perf.sh (make perf); edits between the markers are lost -->"
+		echo "## Measured $(date -u +%Y-%m-%dT%H:%MZ)"
+		echo
+		echo "- Machine: $MACHINE; load average $LOAD_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end."
+		echo "- PostgreSQL $PG_VERSION, ClickHouse $CH_VERSION (the local stack, on the same machine), $GO_VERSION, ferry $FERRY_REV."
+		echo "- Command: \`make perf\` (RUNS=$RUNS BACKLOG_ROWS=$BACKLOG_ROWS LOAD_ROWS=$LOAD_ROWS BIGTXN_ROWS=$BIGTXN_ROWS STEADY_RATE=$STEADY_RATE STEADY_SECS=$STEADY_SECS${COPY_WORKERS:+ COPY_WORKERS=$COPY_WORKERS}); raw figures: \`$RAW\`."
+		echo
+		[ -n "$(get one:ferry)$(get txn100:ferry)$(get single:ferry)" ] && report_catchup
+		[ -n "$(get load:ferry)" ] && report_load
+		[ -n "$(get steady:p99)" ] && report_steady
+		report_memory
+		echo "<!-- perf:end -->"
+	} >"$body"
+	mkdir -p "$(dirname "$DOC")"
+	if [ -f "$DOC" ] && grep -q '^<!-- perf:begin' "$DOC" && grep -q '^<!-- perf:end' "$DOC"; then
+		awk -v body="$body" '
+			/^<!-- perf:begin/ { while ((getline l < body) > 0) print l; skip = 1; next }
+			/^<!-- perf:end/ { skip = 0; next }
+			!skip { print }' "$DOC" >"$DOC.tmp"
+		mv "$DOC.tmp" "$DOC"
+	elif [ -f "$DOC" ]; then
+		{ echo; cat "$body"; } >>"$DOC"
+	else
+		{ echo "# ferry's performance"; echo; cat "$body"; } >"$DOC"
+	fi
+	cat "$body"
+	log "report: $DOC (this run alone: $body)"
+}
