@@ -51,6 +51,18 @@ type Config struct {
 	// MaxRetainedWAL is the retained WAL, in bytes, above which the slot
 	// watcher warns. Default 0: no warning.
 	MaxRetainedWAL int64
+	// Streaming says whether PostgreSQL streams transactions still in
+	// progress (pgoutput protocol version 2) once they outgrow its
+	// logical_decoding_work_mem, instead of spilling them to its own disk
+	// and sending them after their commit: StreamingOn, StreamingAuto (on
+	// where the server is PostgreSQL 14 or later) or StreamingOff. Either
+	// way a transaction's rows reach the sink only after it commits.
+	// Default StreamingOff.
+	Streaming string
+	// SpillDir is where the changes of a streamed transaction wait for its
+	// commit, one unlinked temporary file per transaction. Default
+	// os.TempDir().
+	SpillDir string
 }
 
 // BatchConfig bounds the rows held before they are written. A flush writes
@@ -93,6 +105,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Observer == nil {
 		c.Observer = NopObserver{}
+	}
+	if c.Streaming == "" {
+		c.Streaming = StreamingOff
 	}
 	return c
 }
