@@ -82,24 +82,25 @@ func (e *env) chCount(table string) int {
 
 // measured is ferry running as a subprocess whose memory the test reads.
 type measured struct {
-	t   *testing.T
-	cmd *exec.Cmd
-	out *lockedBuffer
+	t      *testing.T
+	cmd    *exec.Cmd
+	out    *lockedBuffer
+	exited chan struct{} // closed once the process has exited
+	err    error         // how it exited, once exited is closed
 }
 
 func startMeasured(t *testing.T, bin string, args ...string) *measured {
 	t.Helper()
-	p := &measured{t: t, cmd: exec.Command(bin, args...), out: &lockedBuffer{}}
+	p := &measured{t: t, cmd: exec.Command(bin, args...), out: &lockedBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			_ = p.cmd.Wait()
-		}
-	})
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(p.kill)
 	return p
 }
 
@@ -111,10 +112,11 @@ func (p *measured) waitFor(what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			p.t.Fatalf("timed out waiting for %s; ferry said:\n%s", what, p.out.String())
 		}
-		if err := p.cmd.Process.Signal(syscall.Signal(0)); err != nil {
-			p.t.Fatalf("ferry exited while waiting for %s:\n%s", what, p.out.String())
+		select {
+		case <-p.exited:
+			p.t.Fatalf("ferry exited (%v) while the test waited for %s:\n%s", p.err, what, p.out.String())
+		case <-time.After(100 * time.Millisecond):
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -145,12 +147,10 @@ func (p *measured) peakRSSMB() int {
 func (p *measured) stop() {
 	p.t.Helper()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
 	select {
-	case err := <-done:
-		if err != nil {
-			p.t.Fatalf("ferry exited with %v after SIGTERM:\n%s", err, p.out.String())
+	case <-p.exited:
+		if p.err != nil {
+			p.t.Fatalf("ferry exited with %v after SIGTERM:\n%s", p.err, p.out.String())
 		}
 	case <-time.After(time.Minute):
 		_ = p.cmd.Process.Kill()
@@ -161,7 +161,17 @@ func (p *measured) stop() {
 // kill ends ferry with SIGKILL.
 func (p *measured) kill() {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	_ = p.cmd.Wait()
+	<-p.exited
+}
+
+// wait waits for ferry to exit on its own and fails the test unless it
+// exits 0.
+func (p *measured) wait() {
+	p.t.Helper()
+	<-p.exited
+	if p.err != nil {
+		p.t.Fatalf("ferry exited with %v:\n%s", p.err, p.out.String())
+	}
 }
 
 type lockedBuffer struct {
@@ -181,3 +191,111 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+
+// TestManyTables replicates 500 tables of one publication: copied, then
+// streamed by one transaction that writes to all of them.
+func TestManyTables(t *testing.T) {
+	const tables = 500
+	e := newEnv(t)
+	e.exec(fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP
+		EXECUTE format('CREATE TABLE t%%s (id int PRIMARY KEY, v text NOT NULL)', i);
+		EXECUTE format('INSERT INTO t%%s SELECT g, md5(g::text) FROM generate_series(1, 20) g', i);
+	END LOOP; END $$`, tables))
+	cfg := e.config()
+	start := time.Now()
+	e.mustCatchUp(cfg)
+	copied := time.Since(start)
+	e.exec(fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP
+		EXECUTE format('INSERT INTO t%%s SELECT g, ''new'' FROM generate_series(21, 30) g', i);
+		EXECUTE format('UPDATE t%%s SET v = ''changed'' WHERE id = 1', i);
+		EXECUTE format('DELETE FROM t%%s WHERE id = 2', i);
+	END LOOP; END $$`, tables))
+	start = time.Now()
+	e.mustCatchUp(cfg)
+	streamed := time.Since(start)
+	counts := e.verifyAll(cfg)
+	if len(counts) != tables {
+		t.Errorf("%d tables replicated, want %d", len(counts), tables)
+	}
+	for name, n := range counts {
+		if n != 29 {
+			t.Errorf("%s: %d rows, want 29", name, n)
+		}
+	}
+	t.Logf("%d tables: initial copy %s, one transaction over all of them %s", tables, copied.Round(time.Millisecond), streamed.Round(time.Millisecond))
+}
+
+// wideTypes are the column types of TestWideTable, in turn, with an
+// expression of g for a value of each.
+var wideTypes = []struct{ typ, expr string }{
+	{"int", "g * %d"},
+	{"bigint", "g::bigint * 1000003 + %d"},
+	{"text", "md5((g + %d)::text)"},
+	{"numeric(12,2)", "(g * %d) / 7.0"},
+	{"timestamptz", "timestamptz '2024-01-01' + (g + %d) * interval '1 minute'"},
+	{"boolean", "(g + %d) %% 2 = 0"},
+	{"jsonb", "jsonb_build_object('g', g, 'c', %d)"},
+	{"double precision", "g / (%d + 0.5)"},
+	{"date", "date '2020-01-01' + (g + %d) %% 1000"},
+	{"uuid", "md5((g * %d)::text)::uuid"},
+}
+
+// TestWideTable replicates a table of 1,000 columns of mixed types: copied,
+// then inserts, updates of a few columns, and deletes streamed.
+func TestWideTable(t *testing.T) {
+	const cols = 1000
+	e := newEnv(t)
+	var defs, exprs []string
+	for i := 1; i < cols; i++ {
+		w := wideTypes[i%len(wideTypes)]
+		defs = append(defs, fmt.Sprintf("c%d %s", i, w.typ))
+		exprs = append(exprs, fmt.Sprintf(w.expr, i))
+	}
+	e.exec(`CREATE TABLE wide (id int PRIMARY KEY, `+strings.Join(defs, ", ")+`)`,
+		`INSERT INTO wide SELECT g, `+strings.Join(exprs, ", ")+` FROM generate_series(1, 200) g`)
+	cfg := e.config()
+	e.mustCatchUp(cfg)
+	e.exec(`INSERT INTO wide SELECT g, `+strings.Join(exprs, ", ")+` FROM generate_series(201, 1200) g`,
+		`UPDATE wide SET c3 = 'changed', c999 = NULL, c500 = c500 + 1 WHERE id % 10 = 0`,
+		`DELETE FROM wide WHERE id % 97 = 0`)
+	e.mustCatchUp(cfg)
+	counts := e.verifyAll(cfg)
+	if want := uint64(1200 - 1200/97); counts["public.wide"] != want {
+		t.Errorf("wide: %d rows, want %d", counts["public.wide"], want)
+	}
+	if got := e.chStrings("SELECT toString(count()) FROM system.columns WHERE database = '" + e.db + "' AND table = 'wide'"); got[0][0] != fmt.Sprint(cols+3) {
+		t.Errorf("the ClickHouse table has %s columns, want %d", got[0][0], cols+3)
+	}
+}
+
+// hugeJSON is a jsonb value of about 50 MB, and hugeText a text of 51 MB.
+const (
+	hugeJSON = `(SELECT jsonb_agg(jsonb_build_object('i', g, 's', md5(g::text))) FROM generate_series(1, 1000000) g)`
+	hugeText = `(SELECT string_agg(md5(g::text), '') FROM generate_series(1, 1600000) g)`
+)
+
+// TestHugeValues replicates rows holding a 50 MB jsonb and a 51 MB text:
+// one copied, one inserted while streaming, and an update of another
+// column that leaves both TOASTed values unchanged. It logs ferry's peak
+// RSS.
+func TestHugeValues(t *testing.T) {
+	e := newEnv(t)
+	bin := buildFerry(t)
+	e.exec(`CREATE TABLE blobs (id int PRIMARY KEY, n int NOT NULL, j jsonb, t text)`,
+		`INSERT INTO blobs VALUES (1, 0, `+hugeJSON+`, `+hugeText+`)`)
+	p := startMeasured(t, bin, "run", "--pg", e.pgURL, "--ch", e.chURL, "--slot", e.slot, "--log-level", "warn", "--metrics-addr", "")
+	p.waitFor("the initial copy", func() bool { return e.chCount("blobs") == 1 })
+	e.exec(`INSERT INTO blobs VALUES (2, 0, `+hugeJSON+`, `+hugeText+`)`, `UPDATE blobs SET n = 1 WHERE id = 1`)
+	p.waitFor("the streamed rows", func() bool {
+		return e.chCount("blobs") >= 3 && len(e.chStrings("SELECT n FROM "+e.table("blobs")+" FINAL WHERE id = 1 AND n = 1")) == 1
+	})
+	rss := p.peakRSSMB()
+	p.stop()
+	e.verifyAll(e.config())
+	sizes := e.pgStrings(`SELECT octet_length(j::text), octet_length(t) FROM blobs WHERE id = 2`)
+	sameRows(t, "ClickHouse value sizes", e.chStrings("SELECT toString(length(j)), toString(length(t)) FROM "+e.table("blobs")+" FINAL WHERE id = 2"), sizes)
+	t.Logf("rows of a %s-byte jsonb and a %s-byte text: peak RSS %d MB", sizes[0][0], sizes[0][1], rss)
+	if rss > 1024 {
+		t.Errorf("peak RSS %d MB, over 1 GB", rss)
+	}
+}

@@ -121,6 +121,13 @@ func (sp *spill) writeErr(err error) error {
 
 // abort forgets the changes of a rolled-back subtransaction; replay skips
 // them. PostgreSQL reports each aborted subtransaction, nested ones too.
+//
+// Relation and Type messages are replayed all the same: pgoutput describes
+// a table once per streamed transaction, in whichever subtransaction first
+// touches it, and does not describe it again after that subtransaction
+// rolls back, unless the rollback undid a change of the table's shape (its
+// cache invalidation then makes pgoutput describe the table anew before
+// its next change).
 func (sp *spill) abort(subxid uint32) { sp.aborted[subxid] = true }
 
 // replay calls fn for every change not rolled back, in order. The message
@@ -150,7 +157,7 @@ func (sp *spill) replay(fn func(lsn uint64, msg []byte) error) error {
 		if _, err := io.ReadFull(r, msg); err != nil {
 			return fmt.Errorf("replay streamed transaction %d: %w", sp.xid, err)
 		}
-		if sp.aborted[binary.BigEndian.Uint32(h[8:])] {
+		if sp.aborted[binary.BigEndian.Uint32(h[8:])] && msg[0] != 'R' && msg[0] != 'Y' {
 			continue
 		}
 		if err := fn(binary.BigEndian.Uint64(h[0:]), msg); err != nil {

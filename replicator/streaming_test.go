@@ -23,7 +23,7 @@ func lowDecodingMemory(t *testing.T, raw string) string {
 		t.Fatal(err)
 	}
 	q := u.Query()
-	q.Set("options", "-c logical_decoding_work_mem=64kB")
+	q.Set("options", "-clogical_decoding_work_mem=64kB")
 	u.RawQuery = q.Encode()
 	return u.String()
 }
@@ -104,6 +104,24 @@ func (e *env) notVisible(table, where, why string) {
 	}
 }
 
+// waitRaw waits until ClickHouse holds want row versions matching where:
+// the background ferry, not the catch-up after it, must have written a
+// streamed transaction for the test to test streaming.
+func (e *env) waitRaw(table, where, want string) {
+	e.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got := e.chRawCount(table, where)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("ClickHouse holds %s rows of %s WHERE %s after 60 s, want %s", got, table, where, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 const streamSchema = `CREATE TABLE items (id bigint PRIMARY KEY, v int NOT NULL, pad text NOT NULL)`
 
 // TestStreamedCommit streams a large transaction in progress while small
@@ -133,6 +151,7 @@ func TestStreamedCommit(t *testing.T) {
 	if err := tx.Commit(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	e.waitRaw("items", "id >= 100000", fmt.Sprint(20000+1000+100+5000))
 	stop()
 	counts := e.verifyAll(cfg)
 	if want := uint64(100 + 20 + 20000 - 100 + 5000); counts["public.items"] != want {
@@ -158,6 +177,7 @@ func TestStreamedAbort(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.exec(`INSERT INTO items VALUES (1001, 2, 'small after')`, `UPDATE items SET v = 5 WHERE id = 60`)
+	e.waitRaw("items", "id = 60 AND v = 5", "1")
 	stop()
 	e.notVisible("items", "id >= 100000 OR pad = 'aborted'", "after its rollback")
 	counts := e.verifyAll(cfg)
@@ -200,6 +220,7 @@ func TestStreamedSubtransactionAbort(t *testing.T) {
 	if err := tx.Commit(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	e.waitRaw("items", "id >= 500000", "5000")
 	stop()
 	e.notVisible("items", "id >= 200000 AND id < 500000 OR pad = 'rolled back a'", "after ROLLBACK TO")
 	counts := e.verifyAll(cfg)
@@ -244,6 +265,7 @@ func TestStreamedKill(t *testing.T) {
 		return past
 	})
 	p.kill()
+	streamed := e.streamedTxns()
 	p = startMeasured(t, bin, args...)
 	txExec(t, tx, `UPDATE items SET v = 2 WHERE id BETWEEN 100000 AND 100999`)
 	if err := tx.Commit(context.Background()); err != nil {
@@ -251,6 +273,9 @@ func TestStreamedKill(t *testing.T) {
 	}
 	p.waitFor("part of the replayed transaction", func() bool { return e.chCount("items") > 100+20000 })
 	p.kill()
+	if e.streamedTxns() <= streamed {
+		t.Error("the restarted ferry received the transaction unstreamed: the kill did not land in the replay of a streamed transaction")
+	}
 	if n := e.chCount("items"); n >= 100+300000+1000 {
 		t.Errorf("the replay had finished (%d rows) before the kill: the kill did not land mid-replay", n)
 	}
@@ -258,9 +283,7 @@ func TestStreamedKill(t *testing.T) {
 		t.Errorf("spill files left behind after SIGKILL: %v", left)
 	}
 	catch := startMeasured(t, bin, append(args, "--catch-up")...)
-	if err := catch.cmd.Wait(); err != nil {
-		t.Fatalf("catch-up after the kills: %v\n%s", err, catch.out.String())
-	}
+	catch.wait()
 	counts := e.verifyAll(e.config())
 	if counts["public.items"] != 100+300000 {
 		t.Errorf("items: %d rows, want %d", counts["public.items"], 100+300000)
