@@ -116,9 +116,9 @@ func (e *env) exec(stmts ...string) {
 	}
 }
 
-// config is a replicator.Config for this env. FERRY_STREAMING (on, auto)
-// runs the suite with transactions in progress streamed, as it does the
-// ferry binary that some tests start.
+// config is a replicator.Config for this env. FERRY_STREAMING (on, off,
+// auto) chooses whether transactions in progress are streamed, here as in
+// the ferry binary that some tests start.
 func (e *env) config() replicator.Config {
 	return replicator.Config{ConnString: e.pgURL, Slot: e.slot, Publication: "ferry", Logger: zaptest.NewLogger(e.t),
 		Streaming: os.Getenv("FERRY_STREAMING")}

@@ -199,7 +199,8 @@ func (e *opsEnv) start(args ...string) (stop func() (string, error)) {
 }
 
 // cleanEnv is the environment without ferry's variables, so flags decide;
-// but FERRY_STREAMING stays, so that the suite can run with streaming on.
+// but FERRY_STREAMING stays, so that the suite can run with streaming on
+// or off.
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
