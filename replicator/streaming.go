@@ -162,6 +162,11 @@ func (s *stream) streamCommit(ctx context.Context, m *pglogrepl.StreamCommitMess
 	s.inTx = true
 	s.txID, s.txCommitMicros = m.Xid, m.CommitTime.UnixMicro()
 	start := time.Now()
+	if sp.bytes >= 64<<20 {
+		// Operators see why the lag grows while it replays.
+		s.log.Info("a large streamed transaction committed: writing it", zap.Uint32("xid", m.Xid),
+			zap.Int("changes", sp.changes), zap.Int64("spilled_bytes", sp.bytes))
+	}
 	err := sp.replay(func(lsn uint64, msg []byte) error {
 		if err := s.apply(ctx, msg, pglogrepl.LSN(lsn)); err != nil {
 			return err
