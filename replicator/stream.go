@@ -91,6 +91,7 @@ func (s *stream) tick(ctx context.Context) error {
 		if err := s.flush(ctx); err != nil {
 			return err
 		}
+		now = time.Now() // a flush can take a while
 	}
 	if !now.Before(s.nextStatus) {
 		return s.sendStatus(false)
