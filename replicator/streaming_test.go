@@ -289,3 +289,40 @@ func TestStreamedKill(t *testing.T) {
 		t.Errorf("items: %d rows, want %d", counts["public.items"], 100+300000)
 	}
 }
+
+// TestStreamedSchemaChange changes the table's shape inside a streamed
+// transaction, once for good and once in a subtransaction that rolls
+// back: the rows after each change have its shape, and ClickHouse ends
+// with PostgreSQL's.
+func TestStreamedSchemaChange(t *testing.T) {
+	e, cfg := newStreamingEnv(t)
+	e.exec(streamSchema, `INSERT INTO items SELECT g, 0, 'seed' FROM generate_series(1, 100) g`)
+	e.mustCatchUp(cfg)
+	stop := e.streamInBackground(cfg)
+	before := e.streamedTxns()
+	tx := e.begin()
+	txExec(t, tx,
+		`INSERT INTO items SELECT g, 1, repeat('a', 100) FROM generate_series(100000, 109999) g`,
+		`ALTER TABLE items ADD COLUMN extra text`,
+		`INSERT INTO items SELECT g, 2, repeat('b', 100), 'x' || g FROM generate_series(200000, 204999) g`,
+		`SAVEPOINT s`,
+		`ALTER TABLE items ADD COLUMN gone int`,
+		`INSERT INTO items SELECT g, 3, repeat('c', 100), 'y', g FROM generate_series(300000, 304999) g`,
+		`ROLLBACK TO SAVEPOINT s`,
+		`INSERT INTO items SELECT g, 4, repeat('d', 100), 'z' || g FROM generate_series(400000, 400999) g`)
+	e.waitStreamed(before)
+	e.notVisible("items", "id >= 100000", "before its commit")
+	if err := tx.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`INSERT INTO items VALUES (1000, 5, 'after', 'after')`)
+	e.waitRaw("items", "id >= 400000", "1000")
+	stop()
+	counts := e.verifyAll(cfg)
+	if want := uint64(100 + 10000 + 5000 + 1000 + 1); counts["public.items"] != want {
+		t.Errorf("items: %d rows, want %d", counts["public.items"], want)
+	}
+	if got := e.chStrings("SELECT name FROM system.columns WHERE database = '" + e.db + "' AND table = 'items' AND name IN ('extra', 'gone')"); fmt.Sprint(got) != "[[extra]]" {
+		t.Errorf("ClickHouse columns extra/gone: %v, want only extra", got)
+	}
+}
