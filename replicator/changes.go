@@ -12,11 +12,26 @@ import (
 
 // walData handles one pgoutput message.
 func (s *stream) walData(ctx context.Context, xld pglogrepl.XLogData) error {
-	msg, err := parseMessage(xld.WALData)
-	if err != nil {
-		return fmt.Errorf("slot %s: parse pgoutput message at %s: %w", s.cfg.Slot, xld.WALStart, err)
+	if len(xld.WALData) == 0 {
+		return fmt.Errorf("slot %s: empty pgoutput message at %s", s.cfg.Slot, xld.WALStart)
 	}
-	version := uint64(xld.WALStart)
+	if s.spills != nil {
+		if handled, err := s.streamed(ctx, xld); handled || err != nil {
+			return err
+		}
+	}
+	return s.apply(ctx, xld.WALData, xld.WALStart)
+}
+
+// apply handles one pgoutput message in protocol version 1 form, which
+// came at position at: as it arrived, or replayed from a streamed
+// transaction's spill.
+func (s *stream) apply(ctx context.Context, data []byte, at pglogrepl.LSN) error {
+	msg, err := parseMessage(data)
+	if err != nil {
+		return fmt.Errorf("slot %s: parse pgoutput message at %s: %w", s.cfg.Slot, at, err)
+	}
+	version := uint64(at)
 	switch m := msg.(type) {
 	case *pglogrepl.BeginMessage:
 		s.inTx = true

@@ -14,11 +14,18 @@
 //     (loader.SnapshotStore); an interrupted copy is redone from a new slot.
 //  4. Streaming: pgoutput changes become loader.Rows whose Version is the
 //     change's WAL position, so a replay writes the same versions again and
-//     ReplacingMergeTree collapses them.
+//     ReplacingMergeTree collapses them. With Config.Streaming, PostgreSQL
+//     14+ sends a transaction that outgrows logical_decoding_work_mem while
+//     it runs; ferry keeps its changes in a spill file and hands them on only
+//     at its commit (see streaming.go).
 //
 // Guarantees: the LSN confirmed to PostgreSQL is always the end of a
 // transaction all of whose rows, and all earlier ones, the sink has stored.
 // A crash at any point therefore replays from the last confirmed
 // transaction and loses nothing. Standby status updates are sent well
-// within wal_sender_timeout, also while the sink is retrying.
+// within wal_sender_timeout, also while the sink is retrying. Memory is
+// bounded by the batch limits and the largest single row, however large a
+// transaction is: rows are written in batches in the middle of a
+// transaction (they are versioned, so a replay after a crash rewrites the
+// same rows), and a streamed transaction waits on disk, not in memory.
 package replicator

@@ -145,9 +145,12 @@ func (e *env) adminExec(stmts ...string) {
 	}
 }
 
-// config is a replicator.Config for this env.
+// config is a replicator.Config for this env. FERRY_STREAMING (on, off,
+// auto) chooses whether transactions in progress are streamed, here as in
+// the ferry binary that some tests start.
 func (e *env) config() replicator.Config {
-	return replicator.Config{ConnString: e.pgURL, Slot: e.slot, Publication: "ferry", Logger: zaptest.NewLogger(e.t)}
+	return replicator.Config{ConnString: e.pgURL, Slot: e.slot, Publication: "ferry", Logger: zaptest.NewLogger(e.t),
+		Streaming: os.Getenv("FERRY_STREAMING")}
 }
 
 // sink opens a ClickHouse sink on the env's database.

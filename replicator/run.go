@@ -42,6 +42,9 @@ func New(cfg Config, sink loader.Sink, store loader.SnapshotStore, caps schema.C
 	if !slotName.MatchString(cfg.Slot) {
 		return nil, fmt.Errorf("slot name %q: PostgreSQL allows only lower-case letters, digits and underscores, at most 63", cfg.Slot)
 	}
+	if err := checkStreaming(cfg.Streaming); err != nil {
+		return nil, err
+	}
 	textCols, err := textColumnSet(cfg.TextColumns)
 	if err != nil {
 		return nil, err
@@ -215,10 +218,9 @@ func (r *Replicator) stream(ctx context.Context, rels []*relation, start, target
 		return err
 	}
 	defer rconn.Close(context.Background())
-	args := []string{"proto_version '1'", "publication_names " + quoteLiteral(pubsList(r.cfg.Publication, rels))}
-	if serverMajor(rconn) >= 14 {
-		// Logical decoding messages: ferry's heartbeats.
-		args = append(args, "messages 'true'")
+	args, streaming, err := r.pluginArgs(rconn, rels)
+	if err != nil {
+		return err
 	}
 	if err := pglogrepl.StartReplication(ctx, rconn, r.cfg.Slot, start, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
 		return fmt.Errorf("start replication from slot %s: %w", r.cfg.Slot, err)
@@ -227,6 +229,10 @@ func (r *Replicator) stream(ctx context.Context, rels []*relation, start, target
 		batch: loader.NewBatcher(r.sink, r.cfg.Batch.MaxRows, r.cfg.Batch.MaxBytes, r.cfg.Batch.MaxAge),
 		byOID: map[uint32]*relation{}, skipped: map[uint32]bool{},
 		lastEnd: start, acked: start, target: target}
+	if streaming {
+		s.spills = newSpills(r.cfg.SpillDir)
+		defer s.spills.closeAll()
+	}
 	for _, rel := range rels {
 		s.byOID[rel.ref.OID] = rel
 	}

@@ -42,6 +42,8 @@ type stream struct {
 	nextStatus time.Time
 	rows       uint64
 
+	spills *spills // streamed transactions in progress; nil without protocol 2 streaming
+
 	// The receive context, kept while its deadline stays the same.
 	rctx      context.Context
 	rcancel   context.CancelFunc
@@ -74,17 +76,27 @@ func (s *stream) loop(ctx context.Context) error {
 		case err != nil:
 			return err
 		}
-		if s.batch.Full() || s.batch.Due(time.Now()) {
-			if err := s.flush(ctx); err != nil {
-				return err
-			}
-		}
-		if !time.Now().Before(s.nextStatus) {
-			if err := s.sendStatus(false); err != nil {
-				return err
-			}
+		if err := s.tick(ctx); err != nil {
+			return err
 		}
 	}
+}
+
+// tick flushes when the batch is full or due and sends a status update
+// when one is due: after every message received, and after every change
+// of a streamed transaction replayed from disk.
+func (s *stream) tick(ctx context.Context) error {
+	now := time.Now()
+	if s.batch.Full() || s.batch.Due(now) {
+		if err := s.flush(ctx); err != nil {
+			return err
+		}
+		now = time.Now() // a flush can take a while
+	}
+	if !now.Before(s.nextStatus) {
+		return s.sendStatus(false)
+	}
+	return nil
 }
 
 // receive waits for one message, or until a flush or status update is due.

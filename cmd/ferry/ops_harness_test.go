@@ -198,11 +198,13 @@ func (e *opsEnv) start(args ...string) (stop func() (string, error)) {
 	return stop
 }
 
-// cleanEnv is the environment without ferry's variables, so flags decide.
+// cleanEnv is the environment without ferry's variables, so flags decide;
+// but FERRY_STREAMING stays, so that the suite can run with streaming on
+// or off.
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "FERRY_") {
+		if !strings.HasPrefix(kv, "FERRY_") || strings.HasPrefix(kv, "FERRY_STREAMING=") {
 			env = append(env, kv)
 		}
 	}

@@ -40,6 +40,8 @@ type runCmd struct {
 	BatchBytes  int           `name:"batch-bytes" help:"Flush when the pending rows hold this many bytes." default:"33554432" env:"FERRY_BATCH_BYTES"`
 	BatchAge    time.Duration `name:"batch-age" help:"Flush when the oldest pending row waited this long." default:"300ms" env:"FERRY_BATCH_AGE"`
 	CopyWorkers int           `name:"copy-workers" help:"Connections the initial copy reads with at once: big tables in page ranges, one INSERT in flight each. 0: min(4, 2 x CPUs)." default:"0" env:"FERRY_COPY_WORKERS"`
+	Streaming   string        `name:"streaming" help:"Receive transactions larger than the server's logical_decoding_work_mem while they run (PostgreSQL 14+), kept in --spill-dir until they commit: on, off, or auto (on where the server supports it)." default:"auto" enum:"auto,on,off" env:"FERRY_STREAMING"`
+	SpillDir    string        `name:"spill-dir" help:"Directory for the changes of streamed transactions waiting for their commit. Default: the system's temporary directory." env:"FERRY_SPILL_DIR"`
 	opsFlags
 	Sink string `help:"Where rows go: clickhouse, or kafka (Debezium envelopes; load them with ferry load --from-kafka)." default:"clickhouse" enum:"clickhouse,kafka" env:"FERRY_SINK"`
 	kafkaPublishFlags
@@ -78,6 +80,8 @@ func (c *runCmd) replicatorConfig(log *zap.Logger, obs *observer) replicator.Con
 		Observer:       obs,
 		Heartbeat:      c.Heartbeat,
 		MaxRetainedWAL: int64(c.MaxRetainedWAL),
+		Streaming:      c.Streaming,
+		SpillDir:       c.SpillDir,
 	}
 }
 
