@@ -205,13 +205,20 @@ func TestParallelCopyWithFewConnections(t *testing.T) {
 	role := e.db + "_few"
 	e.exec(`CREATE TABLE big (id int PRIMARY KEY, pad text NOT NULL)`,
 		fmt.Sprintf(`INSERT INTO big SELECT g, repeat(md5(g::text), 28) FROM generate_series(1, %d) g`, rows),
-		`VACUUM ANALYZE big`,
-		"CREATE ROLE "+role+" LOGIN REPLICATION CONNECTION LIMIT 5",
+		`VACUUM ANALYZE big`)
+	e.adminExec("CREATE ROLE "+role+" LOGIN REPLICATION CONNECTION LIMIT 5",
 		"ALTER TABLE big OWNER TO "+role,
-		"GRANT CREATE ON DATABASE "+e.db+" TO "+role)
+		"GRANT CREATE ON DATABASE "+e.db+" TO "+role,
+		"GRANT SELECT ON big TO "+e.db) // for verify, which reads as the env's role
 	t.Cleanup(func() { // before the database goes: the role owns objects in it
+		admin, err := pgx.Connect(context.Background(), e.adminURL)
+		if err != nil {
+			t.Logf("cleanup of role %s: %v", role, err)
+			return
+		}
+		defer admin.Close(context.Background())
 		for _, s := range []string{"DROP OWNED BY " + role, "DROP ROLE " + role} {
-			if _, err := e.pg.Exec(context.Background(), s); err != nil {
+			if _, err := admin.Exec(context.Background(), s); err != nil {
 				t.Logf("%s: %v", s, err)
 			}
 		}
