@@ -33,7 +33,7 @@ func TestKillMidBatch(t *testing.T) {
 	bin := buildFerry(t)
 	e.exec(`CREATE TABLE items (id bigint PRIMARY KEY, v int NOT NULL, pad text)`,
 		`INSERT INTO items SELECT g, 0, repeat('p', 100) FROM generate_series(1, 20000) g`)
-	args := []string{"run", "--pg", e.pgURL, "--ch", e.chURL, "--slot", e.slot, "--batch-rows", "2000", "--log-level", "warn"}
+	args := []string{"run", "--pg", e.pgURL, "--ch", e.chURL, "--slot", e.slot, "--batch-rows", "2000", "--log-level", "warn", "--metrics-addr", ""}
 	var stderr bytes.Buffer
 	start := func(extra ...string) *exec.Cmd {
 		cmd := exec.Command(bin, append(args, extra...)...)
@@ -123,7 +123,7 @@ func TestKillBeforeFlush(t *testing.T) {
 	e := newEnv(t)
 	bin := buildFerry(t)
 	e.exec(`CREATE TABLE marks (id int PRIMARY KEY, v text)`, `INSERT INTO marks VALUES (0, 'seed')`)
-	args := []string{"run", "--pg", e.pgURL, "--ch", e.chURL, "--slot", e.slot, "--log-level", "warn"}
+	args := []string{"run", "--pg", e.pgURL, "--ch", e.chURL, "--slot", e.slot, "--log-level", "warn", "--metrics-addr", ""}
 	if out, err := exec.Command(bin, append(args, "--catch-up")...).CombinedOutput(); err != nil {
 		t.Fatalf("initial copy: %v\n%s", err, out)
 	}
@@ -178,7 +178,7 @@ func TestSigtermFlushes(t *testing.T) {
 	e := newEnv(t)
 	bin := buildFerry(t)
 	e.exec(`CREATE TABLE marks (id int PRIMARY KEY, v text)`)
-	args := []string{"run", "--pg", e.pgURL, "--ch", e.chURL, "--slot", e.slot, "--log-level", "warn"}
+	args := []string{"run", "--pg", e.pgURL, "--ch", e.chURL, "--slot", e.slot, "--log-level", "warn", "--metrics-addr", ""}
 	if out, err := exec.Command(bin, append(args, "--catch-up")...).CombinedOutput(); err != nil {
 		t.Fatalf("initial copy: %v\n%s", err, out)
 	}

@@ -224,7 +224,7 @@ func TestPasswordRedacted(t *testing.T) {
 		e.args("run", "--catch-up", "--metrics-addr", "", "--tables", "public.missing"),
 		{"status", "--pg", e.pgURL, "--ch", chBad, "--slot", e.name},
 		{"check", "--pg", strings.Replace(e.pgURL, "/"+e.name, "/no_such_db", 1), "--ch", chBad},
-		{"run", "--catch-up", "--log-format", "json", "--pg", strings.Replace(e.pgURL, "127.0.0.1", "127.0.0.1:1", 1), "--ch", e.chURL},
+		{"run", "--catch-up", "--metrics-addr", "", "--log-format", "json", "--pg", strings.Replace(e.pgURL, "127.0.0.1", "127.0.0.1:1", 1), "--ch", e.chURL},
 		{"teardown", "--pg", withPort(t, e.pgURL, "1"), "--ch", e.chURL},
 	}
 	if pgTLS, chTLS := os.Getenv("FERRY_PG_TLS_URL"), os.Getenv("FERRY_CH_TLS_URL"); pgTLS != "" && chTLS != "" {
