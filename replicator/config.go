@@ -34,6 +34,15 @@ type Config struct {
 	// StandbyInterval is how often a status update goes to PostgreSQL.
 	// Default 10s; capped at 3/4 of the server's wal_sender_timeout.
 	StandbyInterval time.Duration
+	// ServerSilence is how long the stream waits without any message from
+	// PostgreSQL before it takes the connection as lost and connects again.
+	// After StandbyInterval of silence ferry asks the walsender for an
+	// answer, which a live one sends at once, so only a dead connection
+	// (a network that drops packets without resetting connections) stays
+	// silent this long. Default: twice the server's wal_sender_timeout and
+	// at least 60s (10 minutes when the server's timeout is off, as a busy
+	// walsender then sends nothing unasked); never under 3 StandbyIntervals.
+	ServerSilence time.Duration
 	// Batch sets how rows are grouped into INSERTs.
 	Batch BatchConfig
 	// CopyWorkers is how many connections the initial copy reads with at

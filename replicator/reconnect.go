@@ -100,6 +100,7 @@ func (r *Replicator) slotBusyTooLong(ctx context.Context, err error, since *time
 // transient reports whether another attempt may succeed.
 func (r *Replicator) transient(err error) bool {
 	return IsConnectionError(err) || errors.Is(err, errSlotActive) || errors.Is(err, errStreamEnded) ||
+		errors.Is(err, errServerSilent) ||
 		(r.retryable != nil && r.retryable(err))
 }
 

@@ -125,16 +125,27 @@ func (r *Replicator) run(ctx context.Context) error {
 }
 
 // capStandbyInterval keeps status updates well inside wal_sender_timeout,
-// after which PostgreSQL ends a connection it has not heard from.
+// after which PostgreSQL ends a connection it has not heard from, and sets
+// how long ferry waits for a silent server (Config.ServerSilence).
 func (r *Replicator) capStandbyInterval(ctx context.Context, conn *pgx.Conn) error {
 	var ms int64
 	err := conn.QueryRow(ctx, `SELECT setting::bigint * CASE unit WHEN 's' THEN 1000 ELSE 1 END FROM pg_settings WHERE name = 'wal_sender_timeout'`).Scan(&ms)
 	if err != nil {
 		return fmt.Errorf("read wal_sender_timeout: %w", err)
 	}
-	if limit := time.Duration(ms) * time.Millisecond * 3 / 4; ms > 0 && r.cfg.StandbyInterval > limit {
+	wst := time.Duration(ms) * time.Millisecond
+	if limit := wst * 3 / 4; ms > 0 && r.cfg.StandbyInterval > limit {
 		r.cfg.StandbyInterval = limit
 	}
+	if r.cfg.ServerSilence <= 0 {
+		// The walsender sends a keepalive after half its timeout without
+		// output, even while it decodes a transaction it does not send.
+		r.cfg.ServerSilence = 10 * time.Minute
+		if ms > 0 {
+			r.cfg.ServerSilence = max(time.Minute, 2*wst)
+		}
+	}
+	r.cfg.ServerSilence = max(r.cfg.ServerSilence, 3*r.cfg.StandbyInterval)
 	return nil
 }
 

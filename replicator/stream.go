@@ -42,6 +42,13 @@ type stream struct {
 	nextStatus time.Time
 	rows       uint64
 
+	// Silence: a connection whose peer vanished without a FIN or RST (a
+	// black-holed network) would otherwise block a receive until TCP gives
+	// up, many minutes later. heard is set by every message; lastHeard is
+	// when the stream last heard the server or finished a flush.
+	heard     bool
+	lastHeard time.Time
+
 	spills *spills // streamed transactions in progress; nil without protocol 2 streaming
 
 	// The receive context, kept while its deadline stays the same.
@@ -112,6 +119,7 @@ func (s *stream) receive(ctx context.Context) error {
 		}
 		return fmt.Errorf("receive from slot %s: %w", s.cfg.Slot, err)
 	}
+	s.heard = true
 	switch msg := msg.(type) {
 	case *pgproto3.CopyData:
 		return s.copyData(ctx, msg.Data)
@@ -143,11 +151,25 @@ func (s *stream) receiveContext(ctx context.Context, deadline time.Time) context
 // asks the server where its WAL ends, so that a quiet database still lets
 // the command finish.
 func (s *stream) idle() error {
-	if s.cfg.CatchUp && !s.inTx && s.batch.Len() == 0 {
+	now := time.Now()
+	if s.heard || s.lastHeard.IsZero() {
+		s.heard, s.lastHeard = false, now
+	}
+	silent := now.Sub(s.lastHeard)
+	if silent > s.cfg.ServerSilence {
+		return fmt.Errorf("slot %s: %w: nothing for %s, not even an answer to a status update that asked for one",
+			s.cfg.Slot, errServerSilent, silent.Round(time.Second))
+	}
+	if (s.cfg.CatchUp && !s.inTx && s.batch.Len() == 0) || silent >= s.cfg.StandbyInterval {
+		// A live walsender answers at once; its answer resets the silence.
 		return s.sendStatus(true)
 	}
 	return nil
 }
+
+// errServerSilent: PostgreSQL sent nothing for longer than
+// Config.ServerSilence. The connection is taken as lost and made again.
+var errServerSilent = errors.New("no message from PostgreSQL; taking the connection as lost")
 
 func (s *stream) copyData(ctx context.Context, data []byte) error {
 	if len(data) == 0 {
@@ -212,6 +234,7 @@ func (s *stream) flush(ctx context.Context) error {
 			return err
 		}
 		took := time.Since(start)
+		s.lastHeard = time.Now() // a long flush is not the server's silence
 		s.cfg.Observer.Flushed(n, took)
 		s.log.Debug("flushed", zap.Int("rows", n), zap.Duration("took", took))
 	}
