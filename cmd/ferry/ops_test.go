@@ -111,7 +111,11 @@ func TestMetricsAndStatus(t *testing.T) {
 		t.Fatalf("ferry run after SIGTERM: %v\n%s", err, out)
 	}
 	assertNoPassword(t, "ferry run", out)
-	st = e.statusJSON()
+	// The server notices the walsender's end a moment after ferry exits.
+	eventually(t, 10*time.Second, "the slot to be inactive after ferry exited", func() bool {
+		st = e.statusJSON()
+		return !st.Active
+	})
 	if !st.Exists || st.Active || st.CHRows[0].Rows != 700 || st.ProgressUpdated == nil {
 		t.Errorf("status after the run: %+v", st)
 	}
