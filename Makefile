@@ -8,7 +8,7 @@ STACK   := deploy/stack.sh
 KAFKA   ?= 0
 GOFILES_CMD := find . -name '*.go' -not -path './.stack/*' -not -path './bin/*' -not -path './vendor/*' -print0
 
-.PHONY: build stack-up stack-down stack-status test fmt fmt-check vet demo measure perf chaos clean
+.PHONY: build stack-up stack-down stack-status test fmt fmt-check vet demo perf chaos clean
 
 ## build: compile bin/ferry
 build:
@@ -48,10 +48,6 @@ test: stack-up fmt-check
 ## demo: build, start the stack and run the demo (FOLLOW=1: keep writing and replicating until Ctrl-C)
 demo:
 	FOLLOW="$(FOLLOW)" bash deploy/demo.sh
-
-## measure: build, start the stack and benchmark catch-up and initial load (RUNS=3; raw timings in .stack/measure/)
-measure: build stack-up
-	bash deploy/measure-core.sh
 
 ## chaos: the fault-injection suite, long mode (20 SIGKILLs, 30 s ClickHouse outage, transactions up to
 ##        10,000 rows; about 10 min; needs root, initdb and clickhouse-server; private servers), then one
