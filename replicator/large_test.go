@@ -2,16 +2,16 @@ package replicator_test
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ferry-cdc/ferry/internal/testkit"
 )
 
 // bigTxRows is the size of the large transaction: FERRY_BIG_TX rows
@@ -86,14 +86,14 @@ func (e *env) chCount(table string) int {
 type measured struct {
 	t      *testing.T
 	cmd    *exec.Cmd
-	out    *lockedBuffer
+	out    *testkit.Buffer
 	exited chan struct{} // closed once the process has exited
 	err    error         // how it exited, once exited is closed
 }
 
 func startMeasured(t *testing.T, bin string, args ...string) *measured {
 	t.Helper()
-	p := &measured{t: t, cmd: exec.Command(bin, args...), out: &lockedBuffer{}, exited: make(chan struct{})}
+	p := &measured{t: t, cmd: exec.Command(bin, args...), out: &testkit.Buffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -174,23 +174,6 @@ func (p *measured) wait() {
 	if p.err != nil {
 		p.t.Fatalf("ferry exited with %v:\n%s", p.err, p.out.String())
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestManyTables replicates 500 tables of one publication: copied, then

@@ -5,25 +5,18 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ferry-cdc/ferry/replicator"
+
+	"github.com/ferry-cdc/ferry/internal/testkit"
 )
 
-// buildFerry compiles the ferry binary once per test binary run.
-func buildFerry(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "ferry")
-	cmd := exec.Command("go", "build", "-o", bin, "../cmd/ferry")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
+// buildFerry compiles the ferry binary for a test.
+func buildFerry(t *testing.T) string { return testkit.BuildFerry(t) }
 
 // TestKillMidBatch kills ferry with SIGKILL while it writes a large
 // transaction in many batches and while it streams small ones, restarts it

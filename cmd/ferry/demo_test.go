@@ -14,6 +14,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ferry-cdc/ferry/loader/clickhouse"
+
+	"github.com/ferry-cdc/ferry/internal/testkit"
 )
 
 // TestDemo runs the demo twice with tiny sizes against the local stack (the
@@ -54,7 +56,7 @@ func TestDemoFollow(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out := &syncBuffer{}
+	out := &testkit.Buffer{}
 	runCtx, interrupt := context.WithCancel(ctx)
 	c := &demoCmd{connFlags: connFlags{PG: pgURL, CH: chURL}, Orders: 3000, WritesPerSec: 100, Follow: true}
 	done := make(chan error, 1)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -18,6 +17,8 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ferry-cdc/ferry/internal/testkit"
 )
 
 // testPassword is set on each test's role; no output may contain it.
@@ -172,7 +173,7 @@ func (e *opsEnv) start(args ...string) (stop func() (string, error)) {
 	e.t.Helper()
 	cmd := exec.Command(binPath, args...)
 	cmd.Env = cleanEnv()
-	var out syncBuffer
+	var out testkit.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
@@ -233,23 +234,6 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // eventually polls cond every 100ms until it holds or d passes.

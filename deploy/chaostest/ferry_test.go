@@ -12,13 +12,15 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ferry-cdc/ferry/internal/testkit"
 )
 
 // ferryProc is one `ferry run` subprocess, whose resident memory is
 // sampled from /proc while it runs.
 type ferryProc struct {
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *testkit.Buffer
 	exited chan struct{}
 	err    error // Wait's result, once exited is closed
 
@@ -28,26 +30,8 @@ type ferryProc struct {
 	sampling bool
 }
 
-// syncBuffer collects a subprocess's output for failure messages.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startFerry runs the ferry binary with args; its output goes to out.
-func startFerry(bin string, out *syncBuffer, args ...string) (*ferryProc, error) {
+func startFerry(bin string, out *testkit.Buffer, args ...string) (*ferryProc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	// A test binary killed by its timeout must not leave ferry running.

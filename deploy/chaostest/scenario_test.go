@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ferry-cdc/ferry/internal/testkit"
 )
 
 // scenario is one fault scenario: a PostgreSQL database, a slot, a
@@ -19,14 +21,14 @@ type scenario struct {
 	m    mode
 	name string // database, slot and publication name
 	w    *writer
-	log  *syncBuffer // every ferry process's output
+	log  *testkit.Buffer // every ferry process's output
 	runs []*ferryProc
 	pg   *pgx.Conn // direct, for positions and counts
 }
 
 func newScenario(t *testing.T, name string) *scenario {
 	s := getSuite(t)
-	sc := &scenario{t: t, s: s, m: currentMode(), name: "chaos_" + name, log: &syncBuffer{}}
+	sc := &scenario{t: t, s: s, m: currentMode(), name: "chaos_" + name, log: &testkit.Buffer{}}
 	ctx := context.Background()
 	if err := s.pg.exec(ctx, "postgres", "DROP DATABASE IF EXISTS "+sc.name+" WITH (FORCE)", "CREATE DATABASE "+sc.name); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,43 @@
+// Package testkit holds the few helpers that tests of several packages
+// share when they run the ferry binary as a subprocess.
+package testkit
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// Buffer collects a subprocess's output while the test reads it: a
+// bytes.Buffer that is safe for concurrent use.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// BuildFerry compiles the ferry command into the test's temporary
+// directory and returns the binary's path. The build cache makes every
+// build after the first a link.
+func BuildFerry(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ferry")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/ferry-cdc/ferry/cmd/ferry").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build ferry: %v\n%s", err, out)
+	}
+	return bin
+}
