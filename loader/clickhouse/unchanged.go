@@ -142,21 +142,35 @@ func (h *history) source(tm *schema.TableMap, i int, keys []string, latest map[s
 		}
 		return own.values, true
 	}
-	key, v := keys[i], r.Version
-	if isMoved {
-		key, v = keys[d], h.rows[d].Version
+	if isMoved && !r.Deleted {
+		// Through Kafka the carrier may be there while the old key's
+		// version before its delete is not (another loader wrote the
+		// delete already).
+		if src, ok := h.latestBelow(keys[i], r.Version, latest); ok {
+			return src, true
+		}
 	}
+	if isMoved {
+		return h.latestBelow(keys[d], h.rows[d].Version, latest)
+	}
+	return h.latestBelow(keys[i], r.Version, latest)
+}
+
+// latestBelow returns the values of the key's latest version below v, from
+// the batch or ClickHouse, whichever is higher; ok is false when there is
+// none, or it is deleted. A carrier, the deleted version just below v, has
+// the values of v's old key.
+func (h *history) latestBelow(key string, v uint64, latest map[string]*storedRow) (src []any, ok bool) {
 	prev := h.before(key, v)
 	if st := latest[key]; st != nil && st.version < v && (prev < 0 || st.version > h.rows[prev].Version) {
-		if st.deleted && st.version+1 != v {
-			return nil, false
-		}
-		return st.values, true
+		return st.values, !st.deleted || st.version+1 == v
 	}
-	if _, carrier := h.moved[prev]; prev < 0 || (h.rows[prev].Deleted && !carrier) {
+	if prev < 0 {
 		return nil, false
 	}
-	return h.rows[prev].Values, true
+	p := &h.rows[prev]
+	_, carrier := h.moved[prev]
+	return p.Values, !p.Deleted || (carrier && p.Version+1 == v)
 }
 
 func zeros(tm *schema.TableMap) []any {

@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/ferry-cdc/ferry/loader"
+	"github.com/ferry-cdc/ferry/loader/clickhouse"
 )
 
 // keyChangeSQL makes a table whose body is stored out of line (STORAGE
@@ -90,14 +93,41 @@ func TestKafkaKeyChangeUnchanged(t *testing.T) {
 		}
 		return e.load(sink, "kc-crash", 7)
 	}, "_crash")
+	check("killed after a write, restarted", func(suffix string) error {
+		sink := e.chSink(suffix)
+		for _, n := range []int{2, 5} {
+			if err := e.load(&dyingAfter{Sink: sink, writes: n}, "kc-dying", 3); err == nil {
+				t.Fatal("the loader should have died")
+			}
+		}
+		return e.load(sink, "kc-dying", 3)
+	}, "_dying")
 	t.Cleanup(func() {
 		if opts, err := ch.ParseDSN(e.chURL); err == nil {
 			if conn, err := ch.Open(opts); err == nil {
-				for _, suffix := range []string{"_small", "_pair"} {
+				for _, suffix := range []string{"_small", "_pair", "_dying"} {
 					_ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+e.db+suffix)
 				}
 				conn.Close()
 			}
 		}
 	})
+}
+
+// dyingAfter fails right after its writes-th write succeeded, as a loader
+// killed before it committed the offsets would: the next one writes those
+// rows again.
+type dyingAfter struct {
+	*clickhouse.Sink
+	writes int
+}
+
+func (d *dyingAfter) Write(ctx context.Context, b *loader.Batch) error {
+	if err := d.Sink.Write(ctx, b); err != nil {
+		return err
+	}
+	if d.writes--; d.writes == 0 {
+		return errKilled
+	}
+	return nil
 }
