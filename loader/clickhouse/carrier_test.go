@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ferry-cdc/ferry/loader"
@@ -62,8 +63,14 @@ func TestUnchangedCarrier(t *testing.T) {
 	write(t, s, tm, loader.Row{Values: conv(t, tm, "30", loader.Unchanged, "4"), Version: 400})
 	wantLive(t, s, tm, conv(t, tm, "10", big1, "2"), conv(t, tm, "20", big2, "3"), conv(t, tm, "30", big3, "4"))
 
+	// A carrier whose old key ClickHouse does not hold names both keys.
+	err := s.Write(ctxT(t), &loader.Batch{Table: tm, Rows: []loader.Row{carrier(tm, 600, 60), deleted(tm, 600, int64(99))}})
+	if err == nil || IsRetryable(err) || !strings.Contains(err.Error(), "from key (id=99) to key (id=60)") {
+		t.Fatalf("a carrier without its old key: %v, want a terminal error naming both keys", err)
+	}
+
 	// A new row of a key change whose carrier is not there has no value.
-	err := s.Write(ctxT(t), &loader.Batch{Table: tm, Rows: []loader.Row{
+	err = s.Write(ctxT(t), &loader.Batch{Table: tm, Rows: []loader.Row{
 		{Values: conv(t, tm, "40", loader.Unchanged, "1"), Version: 500}}})
 	if err == nil || IsRetryable(err) {
 		t.Fatalf("a new row without its carrier: %v, want a terminal error", err)

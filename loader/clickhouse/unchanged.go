@@ -60,6 +60,9 @@ func (s *Sink) resolveUnchanged(ctx context.Context, tm *schema.TableMap, rows [
 	for i := range out {
 		if hasUnchanged(out[i].Values) {
 			src, ok := h.source(tm, i, keys, latest)
+			if d, moved := moved[i]; !ok && moved && out[i].Deleted {
+				return nil, s.noCarried(tm, out, i, d)
+			}
 			if !ok {
 				return nil, s.noValue(tm, out[i], i)
 			}
@@ -187,6 +190,15 @@ func (s *Sink) noValue(tm *schema.TableMap, r loader.Row, i int) error {
 		"it is neither in an earlier row of the batch nor stored in ClickHouse; "+
 		"set REPLICA IDENTITY FULL on %s, or resync the table",
 		s.table(tm.Name), tm.Columns[j].Name, rowKey(tm, r, i), tm.Source.QualifiedName()))
+}
+
+// noCarried is noValue for a carrier (see movedFrom).
+func (s *Sink) noCarried(tm *schema.TableMap, out []loader.Row, i, d int) error {
+	j := slices.Index(out[i].Values, loader.Unchanged)
+	return reject(fmt.Errorf("clickhouse: write %s: no value for unchanged (TOASTed) column %q to carry from key %s to key %s "+
+		"(an update that changed the key, through Kafka): the old key's row before the change is neither in the batch "+
+		"nor stored in ClickHouse; set REPLICA IDENTITY FULL on %s, or resync the table",
+		s.table(tm.Name), tm.Columns[j].Name, rowKey(tm, out[d], d), rowKey(tm, out[i], i), tm.Source.QualifiedName()))
 }
 
 // movedFrom finds the rows whose Unchanged values are another key's, and
