@@ -3,14 +3,19 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/loader/clickhouse"
+	"github.com/ferry-cdc/ferry/loader/kafka"
 )
 
 // keyChangeSQL makes a table whose body is stored out of line (STORAGE
@@ -130,4 +135,115 @@ func (d *dyingAfter) Write(ctx context.Context, b *loader.Batch) error {
 		return errKilled
 	}
 	return nil
+}
+
+// keyChurn moves keys of docs until stopped, leaving body unchanged: one
+// key, one key twice in a transaction, fifty at once; now and then it
+// changes a body. Every row keeps its id modulo 1000000, so no move
+// collides.
+func (e *env) keyChurn(stop <-chan struct{}) <-chan int {
+	done := make(chan int, 1)
+	go func() {
+		conn, err := pgx.Connect(context.Background(), e.pgURL)
+		if err != nil {
+			e.t.Error(err)
+			done <- 0
+			return
+		}
+		defer conn.Close(context.Background())
+		move := `UPDATE docs SET id = id + 1000000, n = n + 1 WHERE id = (SELECT id FROM docs WHERE id %% 1000000 = %d)`
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- i
+				return
+			default:
+			}
+			r := rand.IntN(2000) + 1
+			q := fmt.Sprintf(move, r)
+			switch {
+			case i%25 == 0:
+				q = `UPDATE docs SET id = id + 1000000 WHERE id IN (SELECT id FROM docs ORDER BY random() LIMIT 50)`
+			case i%10 == 0:
+				q = fmt.Sprintf(`UPDATE docs SET body = '%d ' || body WHERE id %% 1000000 = %d`, i, r)
+			case i%7 == 0:
+				q += "; " + q
+			}
+			if _, err := conn.Exec(context.Background(), q); err != nil {
+				e.t.Errorf("key churn: %v", err)
+				done <- i
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	return done
+}
+
+// TestLoaderProcessKilledKeyChanges SIGKILLs `ferry load --from-kafka`
+// processes while keys move and leave their TOASTed bodies unchanged; a
+// last --catch-up run leaves ClickHouse equal to PostgreSQL, bodies
+// included.
+func TestLoaderProcessKilledKeyChanges(t *testing.T) {
+	e := newEnv(t)
+	bin := buildFerry(t)
+	e.exec(`CREATE TABLE docs (id bigint PRIMARY KEY, n int, body text);
+		ALTER TABLE docs ALTER COLUMN body SET STORAGE EXTERNAL;
+		INSERT INTO docs SELECT g, 0, g || ':' || (SELECT string_agg(md5(g::text || s::text), '') FROM generate_series(1, 100) s)
+			FROM generate_series(1, 2000) g`)
+	slot := e.db + "_k"
+	e.publish(slot, 4)
+	pub, err := kafka.New(kafka.Config{Client: e.client(), Database: e.db, Partitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	stopPublisher := e.inBackground(slot, pub, pub, pub.Capabilities(), kafka.IsRetryable)
+	stopChurn := make(chan struct{})
+	churned := e.keyChurn(stopChurn)
+
+	db := e.db + "_crash"
+	sink := e.chSink("_crash")
+	tm := e.tables(sink)[0]
+	for round := 0; round < 3; round++ {
+		before := e.maxVersion(db)
+		p := e.startLoader(bin, db, "kc-kill")
+		deadline := time.Now().Add(45 * time.Second)
+		for e.maxVersion(db) == before { // wait until this one writes
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the loader wrote nothing in 45s:\n%s", round, p.logs)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(rand.IntN(1500)) * time.Millisecond)
+		p.kill(t)
+		t.Logf("round %d: killed the loader at version %d (from %d), %d live rows", round, e.maxVersion(db), before, liveCount(sink, tm))
+	}
+	close(stopChurn)
+	n := <-churned
+	if n < 100 {
+		t.Fatalf("the writer moved keys %d times: the kills did not happen while keys moved", n)
+	}
+	t.Logf("%d key-changing transactions", n)
+	stopPublisher()
+	e.publish(slot, 4)
+	last := e.startLoader(bin, db, "kc-kill", "--catch-up")
+	last.wait(t, 2*time.Minute)
+	e.verifyAll(sink)
+}
+
+// maxVersion is the highest _ferry_version in db.docs, 0 before it exists.
+func (e *env) maxVersion(db string) uint64 {
+	opts, err := ch.ParseDSN(e.chURL)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	conn, err := ch.Open(opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer conn.Close()
+	var v uint64
+	_ = conn.QueryRow(context.Background(), "SELECT max(_ferry_version) FROM "+db+".docs").Scan(&v)
+	return v
 }
