@@ -61,15 +61,26 @@ func (l *Loader) held(m kafkago.Message) bool {
 
 // park parks m's partition when m is the new row of a key change whose
 // carrier is not there yet, and reports whether it did.
+//
+// Asking ClickHouse costs a query per new row. With one loader the carrier
+// is mostly queued by this loader, a little later, so ClickHouse is asked
+// only after firstCheck; with several, the carrier is often stored by
+// another, so once a carrier was found there ClickHouse is asked at once.
 func (l *Loader) park(ctx context.Context, m kafkago.Message, t *loadTable, d decoded) (bool, error) {
 	if !d.moved {
 		return false, nil
 	}
-	p := &parking{msgs: []kafkago.Message{m}, tm: t.tm, key: d.row.Values, version: d.row.Version,
-		id: carrierID(m.Topic, m.Key, d.row.Version), since: time.Now()}
-	ready, err := l.carrierReady(ctx, p)
-	if err != nil || ready {
-		return false, err
+	id := carrierID(m.Topic, m.Key, d.row.Version)
+	if l.carriers[id] {
+		return false, nil
+	}
+	p := &parking{msgs: []kafkago.Message{m}, tm: t.tm, key: d.row.Values, version: d.row.Version, id: id, since: time.Now()}
+	if l.storedLast {
+		if ready, err := l.carrierStored(ctx, p); err != nil || ready {
+			return false, err
+		}
+	} else {
+		p.checked = p.since.Add(firstCheck - recheck)
 	}
 	l.parked[partitionID(m)] = p
 	l.log.Debug("a key change waits for its carrier from the old key's partition",
@@ -77,27 +88,61 @@ func (l *Loader) park(ctx context.Context, m kafkago.Message, t *loadTable, d de
 	return true, nil
 }
 
-// carrierReady reports whether p's carrier is queued by this loader or
-// stored: the new key's latest stored version is the carrier's or later.
-func (l *Loader) carrierReady(ctx context.Context, p *parking) (bool, error) {
-	if l.carriers[p.id] {
-		return true, nil
+// How long a parked partition waits before ClickHouse is first asked for
+// its carrier, and then between two questions: less when carriers come
+// from other loaders (storedLast). Those loaders, for the same reason,
+// write a batch with carriers after carrierFlush rather than MaxAge.
+const (
+	firstCheck    = 50 * time.Millisecond
+	recheck       = 250 * time.Millisecond
+	recheckStored = 40 * time.Millisecond
+	carrierFlush  = 20 * time.Millisecond
+)
+
+// recheckAfter is the time between two questions to ClickHouse.
+func (l *Loader) recheckAfter() time.Duration {
+	if l.storedLast {
+		return recheckStored
 	}
+	return recheck
+}
+
+// carriersDue reports whether the batch holds carriers that other loaders
+// may be waiting for long enough.
+func (l *Loader) carriersDue() bool {
+	return l.storedLast && !l.carrierSince.IsZero() && time.Since(l.carrierSince) >= carrierFlush
+}
+
+// carrierStored reports whether p's carrier is stored: the new key's
+// latest stored version is the carrier's or later. A stored carrier is
+// then remembered as if queued.
+func (l *Loader) carrierStored(ctx context.Context, p *parking) (bool, error) {
 	p.checked = time.Now()
 	v, found, err := l.dest.KeyVersion(ctx, p.tm, p.key)
 	if err != nil {
 		return false, fmt.Errorf("look up the carrier of a key change in %s: %w", p.tm.Name, err)
 	}
-	return found && v+1 >= p.version, nil
+	ready := found && v+1 >= p.version
+	if ready {
+		l.remember(p.id)
+	}
+	return ready, nil
 }
 
 // queuedCarrier records that the carrier for the new row of key at
 // version in topic is queued.
 func (l *Loader) queuedCarrier(topic string, key []byte, version uint64) {
+	l.remember(carrierID(topic, key, version))
+	if l.carrierSince.IsZero() {
+		l.carrierSince = time.Now()
+	}
+}
+
+func (l *Loader) remember(id string) {
 	if len(l.carriers) >= maxCarriers {
 		clear(l.carriers) // those queued before are stored by now, or their batch failed
 	}
-	l.carriers[carrierID(topic, key, version)] = true
+	l.carriers[id] = true
 }
 
 // resume takes in the messages of every parked partition whose carrier is
@@ -105,12 +150,16 @@ func (l *Loader) queuedCarrier(topic string, key []byte, version uint64) {
 // for keyChangeWait is an error.
 func (l *Loader) resume(ctx context.Context, r *kafkago.Reader) error {
 	for part, p := range l.parked {
-		ready := l.carriers[p.id]
-		if !ready && time.Since(p.checked) > 250*time.Millisecond {
+		ready, stored := l.carriers[p.id], false
+		if !ready && time.Since(p.checked) > l.recheckAfter() {
 			var err error
-			if ready, err = l.carrierReady(ctx, p); err != nil {
+			if ready, err = l.carrierStored(ctx, p); err != nil {
 				return err
 			}
+			stored = ready
+		}
+		if ready {
+			l.storedLast = stored
 		}
 		if !ready {
 			if time.Since(p.since) > keyChangeWait {

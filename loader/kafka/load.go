@@ -70,6 +70,11 @@ type Loader struct {
 	// keychange.go).
 	parked   map[string]*parking
 	carriers map[string]bool
+	// storedLast: the last parked partition was resumed by a carrier
+	// another loader stored. carrierSince: when the batch got its first
+	// carrier; zero when it has none.
+	storedLast   bool
+	carrierSince time.Time
 }
 
 // NewLoader returns a Loader writing to dest.
@@ -163,6 +168,9 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 		if d := l.batch.Deadline(); !d.IsZero() {
 			wait = max(time.Until(d), time.Millisecond)
 		}
+		if len(l.parked) > 0 || !l.carrierSince.IsZero() {
+			wait = min(wait, carrierFlush) // see keychange.go
+		}
 		fctx, cancel := context.WithTimeout(ctx, wait)
 		m, err := r.FetchMessage(fctx)
 		cancel()
@@ -199,7 +207,7 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 // bring no row (tombstones, rows dropped by a truncation) are committed as
 // soon as no row waits before them.
 func (l *Loader) flushIfDue(ctx context.Context, r *kafkago.Reader) error {
-	if l.batch.Full() || l.batch.Due(time.Now()) {
+	if l.batch.Full() || l.batch.Due(time.Now()) || l.carriersDue() {
 		return l.flush(ctx, r)
 	}
 	if l.batch.Len() == 0 {
@@ -214,6 +222,7 @@ func (l *Loader) flush(ctx context.Context, r *kafkago.Reader) error {
 	if err := l.batch.Flush(ctx); err != nil {
 		return err
 	}
+	l.carrierSince = time.Time{}
 	return l.commit(ctx, r)
 }
 
