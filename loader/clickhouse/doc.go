@@ -17,8 +17,11 @@
 //     batch: replayed rows carry the same key and version, and collapse.
 //   - Unchanged (TOASTed) values are resolved before anything is sent, from
 //     an earlier row of the same key in the batch or from the row stored in
-//     ClickHouse. A value that cannot be found fails the batch; ferry never
-//     writes a guessed value.
+//     ClickHouse, whichever is the key's latest version below the row's. A
+//     value that cannot be found fails the batch; ferry never writes a
+//     guessed value. A deleted row with Unchanged values, just before the
+//     old key's delete of a key change, is the Kafka loader's carrier of
+//     the old key's values to the new key: it is stored with them resolved.
 //   - IsRetryable tells a transient failure (connection lost, timeout, a
 //     server that is overloaded) from a batch that ClickHouse rejected and
 //     that will be rejected again.

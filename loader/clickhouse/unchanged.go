@@ -13,15 +13,20 @@ import (
 )
 
 // resolveUnchanged returns rows with every loader.Unchanged replaced by the
-// column's value: from the last earlier row of the same key in the batch,
-// or, for the first row of a key, from ClickHouse. A row that moved its key
-// (see movedFrom) takes the old key's value. rows itself is not modified;
-// it is returned as is when it holds no Unchanged value.
+// column's value: from the key's latest earlier version, which is an
+// earlier row of the batch or the row stored in ClickHouse, whichever has
+// the higher version below the row's. A row that moved its key (see
+// movedFrom) takes the old key's value from before the move. rows itself
+// is not modified; it is returned as is when it holds no Unchanged value.
 //
 // A batch may be a replay: ferry stopped after writing it but before
 // confirming its WAL, and ClickHouse holds its rows already, maybe later
 // versions of their keys too, while the versions before the batch may
 // have been merged away; unchangedSource says how that is handled.
+//
+// A deleted row with Unchanged values is a carrier (see movedFrom): it is
+// written with the values resolved, not zeros, so that the new key's row of
+// a key change, which may come in a later batch, finds them.
 func (s *Sink) resolveUnchanged(ctx context.Context, tm *schema.TableMap, rows []loader.Row) ([]loader.Row, error) {
 	first := slices.IndexFunc(rows, func(r loader.Row) bool { return hasUnchanged(r.Values) })
 	if first < 0 {
@@ -51,23 +56,13 @@ func (s *Sink) resolveUnchanged(ctx context.Context, tm *schema.TableMap, rows [
 		return nil, err
 	}
 	out := slices.Clone(rows)
-	last := make(map[string]int, len(rows))
-	before := map[int]int{} // a moved key's deleted row: the key's row before it, -1 when none
+	h := history{rows: out, byKey: make(map[string][]int, len(rows)), moved: moved}
 	for i := range out {
-		if _, ok := moved[i+1]; ok {
-			before[i] = -1
-			if p, ok := last[keys[i]]; ok {
-				before[i] = p
-			}
-		}
 		if hasUnchanged(out[i].Values) {
-			prev, hasPrev := last[keys[i]]
-			oldKey := ""
-			if d, ok := moved[i]; ok {
-				oldKey, prev = keys[d], before[d]
-				hasPrev = prev >= 0
+			src, ok := h.source(tm, i, keys, latest)
+			if d, moved := moved[i]; !ok && moved && out[i].Deleted {
+				return nil, s.noCarried(tm, out, i, d)
 			}
-			src, ok := unchangedSource(tm, out, i, prev, hasPrev, latest[keys[i]], latest[oldKey], oldKey != "")
 			if !ok {
 				return nil, s.noValue(tm, out[i], i)
 			}
@@ -79,7 +74,7 @@ func (s *Sink) resolveUnchanged(ctx context.Context, tm *schema.TableMap, rows [
 			}
 			out[i].Values = vals
 		}
-		last[keys[i]] = i
+		h.add(keys[i], i)
 	}
 	return out, nil
 }
@@ -91,37 +86,94 @@ type storedRow struct {
 	values  []any // indexed like tm.Columns: the key and the needed columns
 }
 
-// unchangedSource returns the row whose values replace row i's Unchanged
-// ones. When ClickHouse holds the row's key at its version or later, the
-// row is a replay, and the stored row's values are taken: at the same
-// version they are the ones it was written with before; under a later
-// version the row is superseded, and so is every later row of the batch
-// that takes its values from it up to that version, for each of them finds
-// the same stored row. This check comes first: the key's earlier rows in
-// the batch may be superseded ones. Otherwise the values are those of the
-// key's earlier row prev in the batch (hasPrev), or else of the key's
-// current row in ClickHouse, which for a row that moved its key is the old
-// key's. ok is false when there is none.
-func unchangedSource(tm *schema.TableMap, out []loader.Row, i, prev int, hasPrev bool,
-	own, old *storedRow, isMoved bool) (src []any, ok bool) {
-	switch {
-	case out[i].Deleted:
+// history holds, by key, the indices of the batch's rows resolved so far,
+// in version order. In a batch from the replicator that is batch order;
+// the Kafka loader adds carriers from another partition's stream, which
+// may come before rows of their key with lower versions.
+type history struct {
+	rows  []loader.Row
+	byKey map[string][]int
+	moved map[int]int // see movedFrom
+}
+
+func (h *history) add(key string, i int) {
+	l := h.byKey[key]
+	v := h.rows[i].Version
+	n := len(l)
+	for n > 0 && h.rows[l[n-1]].Version > v {
+		n--
+	}
+	h.byKey[key] = slices.Insert(l, n, i)
+}
+
+// before is the key's row with the highest version below v, -1 if none.
+func (h *history) before(key string, v uint64) int {
+	l := h.byKey[key]
+	for n := len(l) - 1; n >= 0; n-- {
+		if h.rows[l[n]].Version < v {
+			return l[n]
+		}
+	}
+	return -1
+}
+
+// source returns the values that replace row i's Unchanged ones; ok is
+// false when there are none.
+//
+// When ClickHouse holds the row's key at its version or later, the row is
+// a replay, and the stored row's values are taken: at the same version
+// they are the ones it was written with before; under a later version the
+// row is superseded, and so is every later row of the batch that takes its
+// values from it up to that version, for each of them finds the same
+// stored row. This check comes first: the key's earlier rows in the batch
+// may be superseded ones.
+//
+// Otherwise the values are those of the key's latest version below the
+// row's, from the batch or ClickHouse; for a row that moved its key, of the
+// old key's latest version below its delete. A deleted version has no
+// values, except a carrier: the version just below a key change's, which
+// holds the old key's values for the new key.
+func (h *history) source(tm *schema.TableMap, i int, keys []string, latest map[string]*storedRow) (src []any, ok bool) {
+	r := &h.rows[i]
+	d, isMoved := h.moved[i]
+	if r.Deleted && !isMoved {
 		return zeros(tm), true
-	case own != nil && own.version >= out[i].Version:
-		if own.deleted {
+	}
+	if own := latest[keys[i]]; own != nil && own.version >= r.Version {
+		if own.deleted && !(r.Deleted && own.version == r.Version) {
 			return zeros(tm), true // superseded by the deletion
 		}
 		return own.values, true
-	case hasPrev:
-		return out[prev].Values, !out[prev].Deleted
+	}
+	if isMoved && !r.Deleted {
+		// Through Kafka the carrier may be there while the old key's
+		// version before its delete is not (another loader wrote the
+		// delete already).
+		if src, ok := h.latestBelow(keys[i], r.Version, latest); ok {
+			return src, true
+		}
 	}
 	if isMoved {
-		own = old
+		return h.latestBelow(keys[d], h.rows[d].Version, latest)
 	}
-	if own == nil || own.deleted {
+	return h.latestBelow(keys[i], r.Version, latest)
+}
+
+// latestBelow returns the values of the key's latest version below v, from
+// the batch or ClickHouse, whichever is higher; ok is false when there is
+// none, or it is deleted. A carrier, the deleted version just below v, has
+// the values of v's old key.
+func (h *history) latestBelow(key string, v uint64, latest map[string]*storedRow) (src []any, ok bool) {
+	prev := h.before(key, v)
+	if st := latest[key]; st != nil && st.version < v && (prev < 0 || st.version > h.rows[prev].Version) {
+		return st.values, !st.deleted || st.version+1 == v
+	}
+	if prev < 0 {
 		return nil, false
 	}
-	return own.values, true
+	p := &h.rows[prev]
+	_, carrier := h.moved[prev]
+	return p.Values, !p.Deleted || (carrier && p.Version+1 == v)
 }
 
 func zeros(tm *schema.TableMap) []any {
@@ -140,21 +192,41 @@ func (s *Sink) noValue(tm *schema.TableMap, r loader.Row, i int) error {
 		s.table(tm.Name), tm.Columns[j].Name, rowKey(tm, r, i), tm.Source.QualifiedName()))
 }
 
-// movedFrom finds the rows of updates that changed the key: the replicator
-// sends such an update as the old key's deleted row followed at once by
-// the new row, both with the change's version. Their Unchanged values are
-// the old key's, so the map gives, for each such row, the index of the
-// deleted row before it.
+// noCarried is noValue for a carrier (see movedFrom).
+func (s *Sink) noCarried(tm *schema.TableMap, out []loader.Row, i, d int) error {
+	j := slices.Index(out[i].Values, loader.Unchanged)
+	return reject(fmt.Errorf("clickhouse: write %s: no value for unchanged (TOASTed) column %q to carry from key %s to key %s "+
+		"(an update that changed the key, through Kafka): the old key's row before the change is neither in the batch "+
+		"nor stored in ClickHouse; set REPLICA IDENTITY FULL on %s, or resync the table",
+		s.table(tm.Name), tm.Columns[j].Name, rowKey(tm, out[d], d), rowKey(tm, out[i], i), tm.Source.QualifiedName()))
+}
+
+// movedFrom finds the rows whose Unchanged values are another key's, and
+// gives for each the index of that key's deleted row:
+//
+//   - The replicator sends an update that changed the key as the old key's
+//     deleted row followed at once by the new row, both with the change's
+//     version. The new row's Unchanged values are the old key's.
+//   - The Kafka loader cannot keep those two together: they come from the
+//     partitions of their keys. With the old key's deleted row it sends a
+//     carrier just before it: a deleted row of the new key, one version
+//     below the change, all its other columns Unchanged. It is written with
+//     the old key's values, and the new row, whenever it comes, takes them
+//     as those of its key's previous version. (No change has a version one
+//     below another's: versions are WAL positions of records longer than
+//     one byte.)
 func movedFrom(rows []loader.Row, keys []string) map[int]int {
-	var moved map[int]int
+	moved := map[int]int{}
 	for i := 1; i < len(rows); i++ {
-		p := &rows[i-1]
-		if p.Deleted && !rows[i].Deleted && p.Version == rows[i].Version && keys[i-1] != keys[i] &&
-			hasUnchanged(rows[i].Values) {
-			if moved == nil {
-				moved = map[int]int{}
-			}
+		p, r := &rows[i-1], &rows[i]
+		if !p.Deleted || keys[i-1] == keys[i] {
+			continue
+		}
+		switch {
+		case !r.Deleted && p.Version == r.Version && hasUnchanged(r.Values):
 			moved[i] = i - 1
+		case r.Deleted && p.Version+1 == r.Version && hasUnchanged(p.Values):
+			moved[i-1] = i
 		}
 	}
 	return moved
@@ -175,7 +247,7 @@ func (s *Sink) lookupUnchanged(ctx context.Context, tm *schema.TableMap, rows []
 		}
 	}
 	for i := range rows {
-		if rows[i].Deleted || !hasUnchanged(rows[i].Values) {
+		if _, carrier := moved[i]; !hasUnchanged(rows[i].Values) || (rows[i].Deleted && !carrier) {
 			continue
 		}
 		add(i)
@@ -304,4 +376,28 @@ func hasUnchanged(vals []any) bool {
 		}
 	}
 	return false
+}
+
+// KeyVersion returns the version of the latest row stored for the key in
+// vals (indexed like tm.Columns; only the key columns are read); found is
+// false when ClickHouse holds none. The Kafka loader asks it whether the
+// carrier of a key change (see movedFrom) is stored yet.
+func (s *Sink) KeyVersion(ctx context.Context, tm *schema.TableMap, vals []any) (version uint64, found bool, err error) {
+	if len(tm.Key) == 0 {
+		return 0, false, fmt.Errorf("clickhouse: table %s has no key", s.table(tm.Name))
+	}
+	rows := []loader.Row{{Values: vals}}
+	q, err := s.lookupQuery(tm, rows, []int{0}, tm.Key)
+	if err != nil {
+		return 0, false, err
+	}
+	latest := map[string]*storedRow{}
+	if err := s.scanLatest(ctx, tm, q, tm.Key, latest); err != nil {
+		return 0, false, s.red.wrap(err, "clickhouse: read the version of a key of %s", s.table(tm.Name))
+	}
+	st := latest[keyString(tm, vals)]
+	if st == nil {
+		return 0, false, nil
+	}
+	return st.version, true, nil
 }

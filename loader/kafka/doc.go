@@ -28,6 +28,18 @@
 // partition has not yet delivered the truncation already applied (which
 // the loader records in the destination, so that a restart knows it).
 //
+// # Key changes
+//
+// An update that changes a row's key is published as the old key's delete
+// (with HeaderNewKey) and the new key's row (with HeaderOldKey), on
+// different partitions. When the new row has unchanged (TOASTed) values,
+// which are the old key's, the delete lists them too (HeaderUnchanged), and
+// the loader queues with it a carrier: a deleted row of the new key, one
+// version below the change, that the ClickHouse sink stores with the old
+// key's values, resolved there in the old key's order. The new row waits
+// for its carrier, holding back its partition until the carrier is queued
+// by this loader or stored by any loader of the group (keychange.go).
+//
 // # Schema changes
 //
 // In-place changes publish a new description, which the loader applies

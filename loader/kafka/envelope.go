@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -30,8 +31,19 @@ const (
 	HeaderSeq = "ferry.seq"
 	// HeaderUnchanged lists, as a JSON array of names, the columns whose
 	// value pgoutput did not send (unchanged TOAST values); in "after"
-	// they hold UnavailableValue.
+	// they hold UnavailableValue. On the old key's delete of a key change
+	// (with HeaderNewKey) it lists the new row's: their values are the
+	// ones the old key had before the delete.
 	HeaderUnchanged = "ferry.unchanged"
+	// HeaderOldKey is on the new row of an update that changed the row's
+	// key: the old key, as the message key of the old key's delete (which
+	// is on that key's partition, and carries HeaderNewKey). Debezium
+	// calls it __debezium.oldkey.
+	HeaderOldKey = "ferry.old-key"
+	// HeaderNewKey is on the old key's delete of an update that changed
+	// the row's key: the new key, as the message key of the new row.
+	// Debezium calls it __debezium.newkey.
+	HeaderNewKey = "ferry.new-key"
 	// HeaderTruncate is on truncation ('t') messages, one on each
 	// partition: "<id>:<partition index>:<partitions>", the id growing
 	// with every truncation of the publisher.
@@ -226,6 +238,13 @@ func allColumns(n int) []int {
 type decoded struct {
 	op  string
 	row loader.Row
+	// carrier, on the old key's delete of a key change whose new row has
+	// unchanged values, is the row that carries the old key's values over
+	// to the new key: see carrierRow.
+	carrier *loader.Row
+	// moved is set on the new row of a key change with unchanged values:
+	// it must not be written before its carrier.
+	moved bool
 }
 
 // decode rebuilds the loader.Row the publisher was handed, its values
@@ -256,9 +275,12 @@ func (t *table) decode(m kafkago.Message) (decoded, error) {
 		return d, nil
 	case opDelete:
 		d.row.Deleted = true
-		d.row.Values, err = t.values(env.Before, nil, true)
+		if d.row.Values, err = t.values(env.Before, nil, true); err == nil && len(unchanged) > 0 {
+			d.carrier, err = t.carrierRow(m, version, unchanged)
+		}
 	case opRead, "c", opUpdate:
 		d.row.Values, err = t.values(env.After, unchanged, false)
+		d.moved = len(unchanged) > 0 && header(m, HeaderOldKey) != nil
 	default:
 		return decoded{}, fmt.Errorf("unknown op %q", env.Op)
 	}
@@ -269,6 +291,34 @@ func (t *table) decode(m kafkago.Message) (decoded, error) {
 		d.row.RowKey, err = rowKey(t.tm, d.row.Values)
 	}
 	return d, err
+}
+
+// carrierRow is the carrier of a key change, read from the old key's
+// delete: a deleted row of the new key (HeaderNewKey), one version below
+// the change, whose unchanged columns are loader.Unchanged. The loader
+// queues it just before the delete; the sink resolves its values from the
+// old key's row before the delete and stores them with it (see
+// loader/clickhouse's movedFrom). The new row, read from another partition
+// maybe much later, finds them as its key's previous version.
+func (t *table) carrierRow(m kafkago.Message, version uint64, unchanged []string) (*loader.Row, error) {
+	newKey := header(m, HeaderNewKey)
+	if newKey == nil || t.tm.Source.FullRow || len(t.tm.Key) == 0 || version == 0 {
+		return nil, nil
+	}
+	vals, err := t.values(newKey, nil, true)
+	if err != nil {
+		return nil, fmt.Errorf("header %s: %w", HeaderNewKey, err)
+	}
+	marked := false
+	for _, n := range unchanged {
+		if i := slices.IndexFunc(t.tm.Columns, func(c schema.ColumnMap) bool { return c.Name == n }); i >= 0 && !slices.Contains(t.tm.Key, i) {
+			vals[i], marked = loader.Unchanged, true
+		}
+	}
+	if !marked { // the columns are gone from the loader's table
+		return nil, nil
+	}
+	return &loader.Row{Values: vals, Version: version - 1, Deleted: true}, nil
 }
 
 // values converts an envelope's before or after into values of t.tm. A

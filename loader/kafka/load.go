@@ -24,6 +24,9 @@ type Destination interface {
 	DropTable(ctx context.Context, name string) error
 	// Capabilities are the server's, for schema.Map.
 	Capabilities() schema.Capabilities
+	// KeyVersion returns the version of the latest row stored for the key
+	// of vals (indexed like tm.Columns); found is false when there is none.
+	KeyVersion(ctx context.Context, tm *schema.TableMap, vals []any) (version uint64, found bool, err error)
 }
 
 // LoadConfig says what a Loader consumes. The zero value of every field but
@@ -62,6 +65,16 @@ type Loader struct {
 	read    map[string]int         // messages read per "topic/partition" in this session
 	store   loader.TableStateStore // where truncations and descriptions are recorded; nil: in memory only
 	cuts    map[string]*cut        // by topic, nil for none; missing: not read yet
+	// parked are the partitions held back until a key change's carrier is
+	// there, by "topic/partition"; carriers, the carriers queued (see
+	// keychange.go).
+	parked   map[string]*parking
+	carriers map[string]bool
+	// storedLast: the last parked partition was resumed by a carrier
+	// another loader stored. carrierSince: when the batch got its first
+	// carrier; zero when it has none.
+	storedLast   bool
+	carrierSince time.Time
 }
 
 // NewLoader returns a Loader writing to dest.
@@ -87,7 +100,8 @@ func NewLoader(cfg LoadConfig, dest Destination) (*Loader, error) {
 	}
 	store, _ := dest.(loader.TableStateStore)
 	return &Loader{cfg: cfg, dest: dest, log: cfg.Logger, schemas: map[string]schema.Table{}, store: store, cuts: map[string]*cut{},
-		tables: map[string]*loadTable{}, batch: loader.NewBatcher(dest, cfg.MaxRows, cfg.MaxBytes, cfg.MaxAge)}, nil
+		carriers: map[string]bool{},
+		tables:   map[string]*loadTable{}, batch: loader.NewBatcher(dest, cfg.MaxRows, cfg.MaxBytes, cfg.MaxAge)}, nil
 }
 
 // errRescan ends one consumer session when the set of topics changed.
@@ -138,6 +152,7 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 	})
 	defer r.Close()
 	l.read = map[string]int{}
+	l.parked = map[string]*parking{} // what a session held back is read again by the next
 	defer func() {
 		l.log.Info("consumer session ended", zap.String("group", l.cfg.Group), zap.Any("messages_by_partition", l.read))
 	}()
@@ -153,6 +168,9 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 		if d := l.batch.Deadline(); !d.IsZero() {
 			wait = max(time.Until(d), time.Millisecond)
 		}
+		if len(l.parked) > 0 || !l.carrierSince.IsZero() {
+			wait = min(wait, carrierFlush) // see keychange.go
+		}
 		fctx, cancel := context.WithTimeout(ctx, wait)
 		m, err := r.FetchMessage(fctx)
 		cancel()
@@ -167,6 +185,9 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 			if err := l.handle(ctx, r, m); err != nil {
 				return fmt.Errorf("kafka: %s partition %d offset %d: %w", m.Topic, m.Partition, m.Offset, err)
 			}
+		}
+		if err := l.resume(ctx, r); err != nil {
+			return err
 		}
 		if err := l.flushIfDue(ctx, r); err != nil {
 			return err
@@ -186,7 +207,7 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 // bring no row (tombstones, rows dropped by a truncation) are committed as
 // soon as no row waits before them.
 func (l *Loader) flushIfDue(ctx context.Context, r *kafkago.Reader) error {
-	if l.batch.Full() || l.batch.Due(time.Now()) {
+	if l.batch.Full() || l.batch.Due(time.Now()) || l.carriersDue() {
 		return l.flush(ctx, r)
 	}
 	if l.batch.Len() == 0 {
@@ -201,6 +222,7 @@ func (l *Loader) flush(ctx context.Context, r *kafkago.Reader) error {
 	if err := l.batch.Flush(ctx); err != nil {
 		return err
 	}
+	l.carrierSince = time.Time{}
 	return l.commit(ctx, r)
 }
 

@@ -27,6 +27,9 @@ type loadTable struct {
 
 // handle takes in one message.
 func (l *Loader) handle(ctx context.Context, r *kafkago.Reader, m kafkago.Message) error {
+	if l.held(m) {
+		return nil
+	}
 	if m.Value == nil {
 		// A tombstone (after a delete, for log compaction): the delete
 		// before it did the work.
@@ -50,7 +53,14 @@ func (l *Loader) handle(ctx context.Context, r *kafkago.Reader, m kafkago.Messag
 	if err != nil {
 		return err
 	}
+	if parked, err := l.park(ctx, m, t, d); err != nil || parked {
+		return err
+	}
 	l.pending = append(l.pending, m)
+	if d.carrier != nil { // just before the delete: see movedFrom in loader/clickhouse
+		l.batch.Add(t.tm, *d.carrier, 0)
+		l.queuedCarrier(m.Topic, header(m, HeaderNewKey), d.row.Version)
+	}
 	l.batch.Add(t.tm, d.row, len(m.Value))
 	return nil
 }

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -189,18 +190,21 @@ func (s *Sink) Write(ctx context.Context, b *loader.Batch) error {
 	if c, ok := s.copied[t.topic]; ok {
 		st.copied = c
 	}
-	msgs := make([]kafkago.Message, 0, len(b.Rows))
+	rowMsgs := make([]kafkago.Message, len(b.Rows))
 	top := s.maxVersion
-	for _, r := range b.Rows {
-		m, err := t.message(st, r)
-		if err != nil {
+	for i, r := range b.Rows {
+		if rowMsgs[i], err = t.message(st, r); err != nil {
 			return err
 		}
+		top = max(top, r.Version)
+	}
+	linkKeyChanges(t, b.Rows, rowMsgs)
+	msgs := make([]kafkago.Message, 0, len(b.Rows))
+	for i, m := range rowMsgs {
 		msgs = append(msgs, m)
-		if r.Deleted && m.Key != nil && !s.cfg.OmitTombstones {
+		if b.Rows[i].Deleted && m.Key != nil && !s.cfg.OmitTombstones {
 			msgs = append(msgs, kafkago.Message{Topic: t.topic, Key: m.Key})
 		}
-		top = max(top, r.Version)
 	}
 	if err := s.write(ctx, msgs...); err != nil {
 		return fmt.Errorf("kafka: publish %d rows of %s to %s: %w", len(b.Rows), b.Table.Source.QualifiedName(), t.topic, err)
@@ -208,6 +212,31 @@ func (s *Sink) Write(ctx context.Context, b *loader.Batch) error {
 	s.maxVersion = top
 	s.log.Debug("published batch", zap.String("topic", t.topic), zap.Int("rows", len(msgs)))
 	return nil
+}
+
+// linkKeyChanges marks the messages of updates that changed a row's key.
+// The replicator hands such an update over as the old key's deleted row
+// followed by the new row, both with the change's version (no two changes
+// share one); their messages go to the partitions of their keys, so each
+// names the other's key: HeaderNewKey on the delete, HeaderOldKey on the
+// new row. When the new row has unchanged (TOASTed) values, the delete
+// names their columns too (HeaderUnchanged): a loader carries the old
+// key's values over to the new key; see the package documentation.
+func linkKeyChanges(t *table, rows []loader.Row, msgs []kafkago.Message) {
+	if t.tm.Source.FullRow || len(t.tm.Key) == 0 {
+		return
+	}
+	for i := 1; i < len(rows); i++ {
+		gone, row := &rows[i-1], &rows[i]
+		if !gone.Deleted || row.Deleted || gone.Version != row.Version || bytes.Equal(msgs[i-1].Key, msgs[i].Key) {
+			continue
+		}
+		msgs[i-1].Headers = append(msgs[i-1].Headers, kafkago.Header{Key: HeaderNewKey, Value: msgs[i].Key})
+		if u := header(msgs[i], HeaderUnchanged); u != nil {
+			msgs[i-1].Headers = append(msgs[i-1].Headers, kafkago.Header{Key: HeaderUnchanged, Value: u})
+		}
+		msgs[i].Headers = append(msgs[i].Headers, kafkago.Header{Key: HeaderOldKey, Value: msgs[i-1].Key})
+	}
 }
 
 // Truncate publishes a 't' message to every partition of the table's
