@@ -2,16 +2,13 @@ package kafka_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,42 +18,19 @@ import (
 	"github.com/ferry-cdc/ferry/loader/clickhouse"
 	"github.com/ferry-cdc/ferry/loader/kafka"
 	"github.com/ferry-cdc/ferry/schema"
+
+	"github.com/ferry-cdc/ferry/internal/testkit"
 )
 
 // buildFerry builds the ferry command into a temporary directory.
-func buildFerry(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "ferry")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/ferry-cdc/ferry/cmd/ferry").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build ./cmd/ferry: %v\n%s", err, out)
-	}
-	return bin
-}
+func buildFerry(t *testing.T) string { return testkit.BuildFerry(t) }
 
 // loaderProc is one `ferry load --from-kafka` process.
 type loaderProc struct {
 	cmd    *exec.Cmd
-	logs   *syncBuffer
+	logs   *testkit.Buffer
 	exited chan struct{} // closed once the process ended; err is then set
 	err    error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startLoader runs the ferry binary's loader against the test's broker and
@@ -73,7 +47,7 @@ func (e *env) startLoader(bin, db, group string, extra ...string) *loaderProc {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	p := &loaderProc{cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{})}
+	p := &loaderProc{cmd: cmd, logs: &testkit.Buffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
