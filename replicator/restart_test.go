@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferry-cdc/ferry/replicator"
-
 	"github.com/ferry-cdc/ferry/internal/testkit"
+	"github.com/ferry-cdc/ferry/replicator"
 )
 
 // buildFerry compiles the ferry binary for a test.

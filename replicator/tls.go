@@ -1,14 +1,13 @@
 package replicator
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ferry-cdc/ferry/internal/tlsfail"
 )
 
 // TLS to PostgreSQL is libpq's: sslmode (disable, allow, prefer, require,
@@ -16,43 +15,32 @@ import (
 // the PGSSLMODE, PGSSLROOTCERT, ... environment variables. pgx reads them
 // for the SQL and the replication connections alike.
 
-// tlsError is a TLS failure that another attempt would repeat: the
-// certificate is not trusted or not the host's, or the server refuses TLS.
-type tlsError struct {
-	hint string
-	err  error
-}
-
-func (e *tlsError) Error() string { return e.hint + ": " + e.err.Error() }
-func (e *tlsError) Unwrap() error { return e.err }
-
 // IsTLSError reports whether err is a TLS setup failure of the connection
 // to PostgreSQL, which retrying does not mend.
-func IsTLSError(err error) bool {
-	var te *tlsError
-	return errors.As(err, &te)
-}
+func IsTLSError(err error) bool { return tlsfail.Is(err) }
 
 // explainTLS says which setting to change when err is a TLS failure of a
 // connection to host; other errors it returns as they are.
 func explainTLS(err error, host string) error {
-	var unknown x509.UnknownAuthorityError
-	var name x509.HostnameError
-	var invalid x509.CertificateInvalidError
-	var verify *tls.CertificateVerificationError
-	switch {
-	case errors.As(err, &unknown):
-		return &tlsError{err: err, hint: "PostgreSQL TLS: the server's certificate is not signed by a CA ferry trusts: " +
-			"set sslrootcert=<the CA's PEM file> in --pg (or PGSSLROOTCERT) to the CA that signed it"}
-	case errors.As(err, &name):
-		return &tlsError{err: err, hint: fmt.Sprintf("PostgreSQL TLS: the server's certificate does not name host %s, and sslmode=verify-full checks that: "+
-			"connect with a name the certificate lists, or use sslmode=verify-ca", host)}
-	case errors.As(err, &invalid), errors.As(err, &verify):
-		return &tlsError{err: err, hint: "PostgreSQL TLS: the server's certificate is not valid (expired, or not for a server): check it, and sslrootcert in --pg"}
-	case err != nil && strings.Contains(err.Error(), "server refused TLS connection"):
-		return &tlsError{err: err, hint: "PostgreSQL TLS: the server does not accept TLS (ssl = off in postgresql.conf): turn ssl on, or lower sslmode in --pg"}
+	hint := ""
+	switch tlsfail.Classify(err) {
+	case tlsfail.Untrusted:
+		hint = "PostgreSQL TLS: the server's certificate is not signed by a CA ferry trusts: " +
+			"set sslrootcert=<the CA's PEM file> in --pg (or PGSSLROOTCERT) to the CA that signed it"
+	case tlsfail.WrongHost:
+		hint = fmt.Sprintf("PostgreSQL TLS: the server's certificate does not name host %s, and sslmode=verify-full checks that: "+
+			"connect with a name the certificate lists, or use sslmode=verify-ca", host)
+	case tlsfail.Invalid:
+		hint = "PostgreSQL TLS: the server's certificate is not valid (expired, or not for a server): check it, and sslrootcert in --pg"
+	default:
+		if err != nil && strings.Contains(err.Error(), "server refused TLS connection") {
+			hint = "PostgreSQL TLS: the server does not accept TLS (ssl = off in postgresql.conf): turn ssl on, or lower sslmode in --pg"
+		}
 	}
-	return err
+	if hint == "" {
+		return err
+	}
+	return &tlsfail.Error{Hint: hint, Err: err}
 }
 
 // WithPassword returns connString with password set, for a password that

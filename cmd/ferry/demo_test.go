@@ -13,9 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
-	"github.com/ferry-cdc/ferry/loader/clickhouse"
-
 	"github.com/ferry-cdc/ferry/internal/testkit"
+	"github.com/ferry-cdc/ferry/loader/clickhouse"
 )
 
 // TestDemo runs the demo twice with tiny sizes against the local stack (the

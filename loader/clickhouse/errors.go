@@ -14,6 +14,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
 
+	"github.com/ferry-cdc/ferry/internal/tlsfail"
 	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/schema"
 )
@@ -127,7 +128,7 @@ func IsRetryable(err error) bool {
 		return false
 	}
 	var rej *rejectedError
-	var te *tlsError
+	var te *tlsfail.Error
 	if errors.As(err, &rej) || errors.As(err, &te) || errors.As(explainTLS(err, "", true), &te) {
 		return false
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"go.uber.org/zap"
 
+	"github.com/ferry-cdc/ferry/internal/tlsfail"
 	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/schema"
 )
@@ -150,7 +151,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 // connect pings the server and reads its version.
 func (s *Sink) connect(ctx context.Context, user string, secure bool) error {
 	if err := s.conn.Ping(ctx); err != nil {
-		var te *tlsError
+		var te *tlsfail.Error
 		if err = explainTLS(err, s.host, secure); errors.As(err, &te) {
 			return s.red.wrap(err, "clickhouse: connect to %s", s.host)
 		}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/ferry-cdc/ferry/internal/tlsfail"
 )
 
 // applyTLS sets up TLS from cfg.CAFile: a CA file turns TLS on (as
@@ -37,48 +39,33 @@ func applyTLS(opts *ch.Options, cfg Config) error {
 	return nil
 }
 
-// tlsError is a failure to set up TLS with the server that retrying does
-// not mend: the certificate is not trusted or not the host's, or one side
-// speaks TLS and the other does not.
-type tlsError struct {
-	hint string
-	err  error
-}
-
-func (e *tlsError) Error() string { return e.hint + ": " + e.err.Error() }
-func (e *tlsError) Unwrap() error { return e.err }
-
 // IsTLSError reports whether err is a failure to set up TLS with the
 // server (an untrusted or wrong certificate, TLS to a plain port).
-func IsTLSError(err error) bool {
-	var te *tlsError
-	return errors.As(err, &te)
-}
+func IsTLSError(err error) bool { return tlsfail.Is(err) }
 
 // explainTLS turns a TLS failure of the connection to host into an error
 // that says which setting to change; other errors it returns as they are.
 func explainTLS(err error, host string, secure bool) error {
-	var unknown x509.UnknownAuthorityError
-	var name x509.HostnameError
-	var invalid x509.CertificateInvalidError
-	var header tls.RecordHeaderError
-	var verify *tls.CertificateVerificationError
-	switch {
-	case errors.As(err, &unknown):
-		return &tlsError{err: err, hint: fmt.Sprintf("ClickHouse TLS: the certificate of %s is not signed by a CA ferry trusts: "+
-			"give the CA that signed it with --ch-ca-file (FERRY_CH_CA_FILE)", host)}
-	case errors.As(err, &name):
-		return &tlsError{err: err, hint: fmt.Sprintf("ClickHouse TLS: the certificate of %s does not name that host: "+
-			"connect with a name the certificate lists (in --ch), or set tls_server_name=<name> in --ch", host)}
-	case errors.As(err, &invalid), errors.As(err, &verify):
-		return &tlsError{err: err, hint: fmt.Sprintf("ClickHouse TLS: the certificate of %s is not valid (expired, or not for a server)", host)}
-	case errors.As(err, &header) && secure:
-		return &tlsError{err: err, hint: fmt.Sprintf("ClickHouse TLS: %s does not speak TLS: with secure=true or --ch-ca-file, "+
-			"--ch must name ClickHouse's secure native port (tcp_port_secure, 9440 by default), not the plain one", host)}
+	hint := ""
+	switch kind := tlsfail.Classify(err); {
+	case kind == tlsfail.Untrusted:
+		hint = fmt.Sprintf("ClickHouse TLS: the certificate of %s is not signed by a CA ferry trusts: "+
+			"give the CA that signed it with --ch-ca-file (FERRY_CH_CA_FILE)", host)
+	case kind == tlsfail.WrongHost:
+		hint = fmt.Sprintf("ClickHouse TLS: the certificate of %s does not name that host: "+
+			"connect with a name the certificate lists (in --ch), or set tls_server_name=<name> in --ch", host)
+	case kind == tlsfail.Invalid:
+		hint = fmt.Sprintf("ClickHouse TLS: the certificate of %s is not valid (expired, or not for a server)", host)
+	case kind == tlsfail.NotTLS && secure:
+		hint = fmt.Sprintf("ClickHouse TLS: %s does not speak TLS: with secure=true or --ch-ca-file, "+
+			"--ch must name ClickHouse's secure native port (tcp_port_secure, 9440 by default), not the plain one", host)
 	case !secure && isEOF(err):
 		return fmt.Errorf("%w (if %s is ClickHouse's secure native port, add ?secure=true to --ch)", err, host)
 	}
-	return err
+	if hint == "" {
+		return err
+	}
+	return &tlsfail.Error{Hint: hint, Err: err}
 }
 
 func isEOF(err error) bool {

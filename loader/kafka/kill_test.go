@@ -15,11 +15,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/ferry-cdc/ferry/internal/testkit"
 	"github.com/ferry-cdc/ferry/loader/clickhouse"
 	"github.com/ferry-cdc/ferry/loader/kafka"
 	"github.com/ferry-cdc/ferry/schema"
-
-	"github.com/ferry-cdc/ferry/internal/testkit"
 )
 
 // buildFerry builds the ferry command into a temporary directory.
