@@ -249,8 +249,10 @@ func (s *Sink) InsertStream(ctx context.Context, tm *schema.TableMap) (send func
 				return reject(fmt.Errorf("clickhouse: insert into %s: row %d has %d values for %d columns", name, i, n, len(tm.Columns)))
 			}
 		}
-		if err := checkInsertTypes(name, tm, batch.Columns(), rows); err != nil {
-			return err
+		if total == 0 { // the server's column types stay for the whole INSERT
+			if err := checkInsertTypes(name, tm, batch.Columns(), rows); err != nil {
+				return err
+			}
 		}
 		if err := appendRows(batch, tm, rows); err != nil {
 			return reject(fmt.Errorf("clickhouse: insert into %s: %w", name, err))
