@@ -131,7 +131,15 @@ func TestSilentServer(t *testing.T) {
 			e.exec(`INSERT INTO items VALUES (` + strconv.Itoa(i) + `, 1) ON CONFLICT (id) DO UPDATE SET v = items.v + 1`)
 		}
 	}
+	live := func(n string) func() bool {
+		return func() bool {
+			rows := e.chStrings("SELECT toString(count()) FROM " + e.table("items") + " FINAL WHERE _ferry_deleted = 0 AND id >= 2000")
+			return len(rows) == 1 && rows[0][0] == n
+		}
+	}
 	write(2000, 2100)
+	// Streaming, not still starting: the silence check covers the stream.
+	waitFor(t, time.Minute, "items rows 2000-2099 in ClickHouse", live("100"))
 	bh.hold()
 	write(2100, 2300)
 	deadline := time.Now().Add(30 * time.Second)
@@ -142,10 +150,7 @@ func TestSilentServer(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	write(2300, 2400)
-	waitFor(t, time.Minute, "items rows 2000-2399 in ClickHouse", func() bool {
-		rows := e.chStrings("SELECT toString(count()) FROM " + e.table("items") + " FINAL WHERE _ferry_deleted = 0 AND id >= 2000")
-		return len(rows) == 1 && rows[0][0] == "400"
-	})
+	waitFor(t, time.Minute, "items rows 2000-2399 in ClickHouse", live("400"))
 	stop()
 	if counts := e.verifyAll(cfg); counts["public.items"] != 1400 {
 		t.Errorf("items: %d rows, want 1400", counts["public.items"])
