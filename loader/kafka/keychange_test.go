@@ -228,7 +228,7 @@ func TestLoaderProcessKilledKeyChanges(t *testing.T) {
 	stopPublisher()
 	e.publish(slot, 4)
 	last := e.startLoader(bin, db, "kc-kill", "--catch-up")
-	last.wait(t, 2*time.Minute)
+	last.wait(t, 5*time.Minute) // generous, as in TestLoaderProcessKilled
 	e.verifyAll(sink)
 }
 
