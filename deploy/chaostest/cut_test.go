@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/ferry-cdc/ferry/internal/testkit"
 )
 
 // TestProxyFaults cuts, stalls and slows ferry's connections to
@@ -13,10 +15,10 @@ import (
 func TestProxyFaults(t *testing.T) {
 	sides := []struct {
 		name string
-		p    func(*suite) *proxy
+		p    func(*suite) *testkit.Proxy
 	}{
-		{"PostgreSQL", func(s *suite) *proxy { return s.pgProxy }},
-		{"ClickHouse", func(s *suite) *proxy { return s.chProxy }},
+		{"PostgreSQL", func(s *suite) *testkit.Proxy { return s.pgProxy }},
+		{"ClickHouse", func(s *suite) *testkit.Proxy { return s.chProxy }},
 	}
 	for _, side := range sides {
 		t.Run(side.name, func(t *testing.T) {
@@ -54,26 +56,26 @@ func TestProxyFaults(t *testing.T) {
 type proxyFault struct {
 	name   string
 	runs   int
-	inject func(p *proxy, m mode)
+	inject func(p *testkit.Proxy, m mode)
 }
 
 func proxyFaults(m mode) []proxyFault {
 	return []proxyFault{
-		{"every connection cut, 3 times", 3, func(p *proxy, m mode) {
+		{"every connection cut, 3 times", 3, func(p *testkit.Proxy, m mode) {
 			for i := 0; i < 3; i++ {
-				p.drop()
+				p.Drop()
 				time.Sleep(m.runBetween / 2)
 			}
 		}},
-		{fmt.Sprintf("stalled %s", m.stall), 1, func(p *proxy, m mode) {
-			p.stall()
+		{fmt.Sprintf("stalled %s", m.stall), 1, func(p *testkit.Proxy, m mode) {
+			p.Stall()
 			time.Sleep(m.stall)
-			p.unstall()
+			p.Unstall()
 		}},
-		{fmt.Sprintf("slowed to 32 KiB/s for %s", m.stall*2), 1, func(p *proxy, m mode) {
-			p.throttle(32 << 10)
+		{fmt.Sprintf("slowed to 32 KiB/s for %s", m.stall*2), 1, func(p *testkit.Proxy, m mode) {
+			p.Throttle(32 << 10)
 			time.Sleep(m.stall * 2)
-			p.throttle(0)
+			p.Throttle(0)
 		}},
 	}
 }

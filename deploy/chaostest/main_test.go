@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ferry-cdc/ferry/internal/testkit"
 )
 
 // suite is what every scenario shares: the ferry binary, the servers and
@@ -21,8 +23,8 @@ type suite struct {
 	bin     string
 	pg      *pgServer
 	ch      *chServer
-	pgProxy *proxy
-	chProxy *proxy
+	pgProxy *testkit.Proxy
+	chProxy *testkit.Proxy
 }
 
 var (
@@ -60,8 +62,8 @@ func getSuite(t *testing.T) *suite {
 	if err := shared.ch.ensureUp(); err != nil {
 		t.Fatal(err)
 	}
-	shared.pgProxy.reset()
-	shared.chProxy.reset()
+	shared.pgProxy.Reset()
+	shared.chProxy.Reset()
 	return shared
 }
 
@@ -102,11 +104,11 @@ func setup() (*suite, string, error) {
 		s.close()
 		return nil, "", fmt.Errorf("start ClickHouse: %w", err)
 	}
-	if s.pgProxy, err = startProxy(fmt.Sprintf("127.0.0.1:%d", s.pg.port)); err != nil {
+	if s.pgProxy, err = testkit.StartProxy(fmt.Sprintf("127.0.0.1:%d", s.pg.port)); err != nil {
 		s.close()
 		return nil, "", err
 	}
-	if s.chProxy, err = startProxy(fmt.Sprintf("127.0.0.1:%d", s.ch.tcp)); err != nil {
+	if s.chProxy, err = testkit.StartProxy(fmt.Sprintf("127.0.0.1:%d", s.ch.tcp)); err != nil {
 		s.close()
 		return nil, "", err
 	}
@@ -114,9 +116,9 @@ func setup() (*suite, string, error) {
 }
 
 func (s *suite) close() {
-	for _, p := range []*proxy{s.pgProxy, s.chProxy} {
+	for _, p := range []*testkit.Proxy{s.pgProxy, s.chProxy} {
 		if p != nil {
-			p.close()
+			p.Close()
 		}
 	}
 	if s.pg != nil {

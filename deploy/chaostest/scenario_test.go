@@ -3,6 +3,7 @@ package chaostest
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -59,7 +60,7 @@ func (sc *scenario) cleanup() {
 			_ = sc.w.stop()
 		}
 	}
-	if sc.t.Failed() {
+	if sc.t.Failed() || os.Getenv("CHAOS_LOG") != "" {
 		sc.t.Logf("ferry's output (last part):\n%s", tail(sc.log.String(), 8000))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -75,7 +76,7 @@ func (sc *scenario) cleanup() {
 
 // args are ferry's connection and table flags, through the proxies.
 func (sc *scenario) args(cmd string, extra ...string) []string {
-	a := []string{cmd, "--pg", sc.s.pg.url(sc.s.pgProxy.addr(), sc.name), "--ch", sc.s.ch.url(sc.s.chProxy.addr()),
+	a := []string{cmd, "--pg", sc.s.pg.url(sc.s.pgProxy.Addr(), sc.name), "--ch", sc.s.ch.url(sc.s.chProxy.Addr()),
 		"--ch-database", sc.name, "--slot", sc.name, "--publication", sc.name, "--tables", strings.Join(tables, ",")}
 	if cmd == "run" {
 		a = append(a, "--metrics-addr=", "--heartbeat", "2s")

@@ -1,5 +1,6 @@
 // Package testkit holds the few helpers that tests of several packages
-// share when they run the ferry binary as a subprocess.
+// share: running the ferry binary as a subprocess, a TCP proxy that cuts,
+// stalls and slows connections, and a sink whose write a stop cuts short.
 package testkit
 
 import (

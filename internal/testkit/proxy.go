@@ -1,15 +1,16 @@
-package chaostest
+package testkit
 
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// proxy forwards TCP connections from a loopback port to a target, and
+// Proxy forwards TCP connections from a loopback port to a target, and
 // can cut every connection, stall them (stop forwarding, keep them open)
 // or throttle them to a number of bytes per second in each direction.
-type proxy struct {
+type Proxy struct {
 	ln     net.Listener
 	target string
 
@@ -18,23 +19,27 @@ type proxy struct {
 	stalled bool
 	resume  chan struct{} // closed when a stall ends
 	rate    int           // bytes/s per direction; 0 = unlimited
+	upRate  int           // bytes/s from clients to the target; 0 = unlimited
 	closed  bool
+
+	forwarded atomic.Int64 // bytes from clients to the target
 }
 
-func startProxy(target string) (*proxy, error) {
+// StartProxy listens on a free loopback port and forwards to target.
+func StartProxy(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &proxy{ln: ln, target: target, conns: map[net.Conn]bool{}, resume: make(chan struct{})}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]bool{}, resume: make(chan struct{})}
 	go p.accept()
 	return p, nil
 }
 
-// addr is the proxy's host:port.
-func (p *proxy) addr() string { return p.ln.Addr().String() }
+// Addr is the proxy's host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-func (p *proxy) accept() {
+func (p *Proxy) accept() {
 	for {
 		c, err := p.ln.Accept()
 		if err != nil {
@@ -44,7 +49,7 @@ func (p *proxy) accept() {
 	}
 }
 
-func (p *proxy) serve(client net.Conn) {
+func (p *Proxy) serve(client net.Conn) {
 	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
 		client.Close()
@@ -64,12 +69,12 @@ func (p *proxy) serve(client net.Conn) {
 			p.mu.Unlock()
 		})
 	}
-	go func() { p.pump(server, client); closeBoth() }()
-	go func() { p.pump(client, server); closeBoth() }()
+	go func() { p.pump(server, client, true); closeBoth() }()
+	go func() { p.pump(client, server, false); closeBoth() }()
 }
 
 // track registers a connection pair, unless the proxy is closed.
-func (p *proxy) track(a, b net.Conn) bool {
+func (p *Proxy) track(a, b net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -81,23 +86,27 @@ func (p *proxy) track(a, b net.Conn) bool {
 	return true
 }
 
-// pump copies src to dst, obeying stalls and the rate.
-func (p *proxy) pump(dst, src net.Conn) {
+// pump copies src to dst, obeying stalls and the rates; up is the
+// direction from the client to the target.
+func (p *Proxy) pump(dst, src net.Conn, up bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		p.gate()
 		chunk := len(buf)
-		if r := p.currentRate(); r > 0 {
+		if r := p.currentRate(up); r > 0 {
 			chunk = max(1, min(chunk, r/10)) // about ten writes a second
 		}
 		n, err := src.Read(buf[:chunk])
 		if n > 0 {
 			p.gate()
-			if r := p.currentRate(); r > 0 {
+			if r := p.currentRate(up); r > 0 {
 				time.Sleep(time.Duration(n) * time.Second / time.Duration(r))
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
+			}
+			if up {
+				p.forwarded.Add(int64(n))
 			}
 		}
 		if err != nil {
@@ -107,7 +116,7 @@ func (p *proxy) pump(dst, src net.Conn) {
 }
 
 // gate blocks while the proxy is stalled.
-func (p *proxy) gate() {
+func (p *Proxy) gate() {
 	for {
 		p.mu.Lock()
 		stalled, resume := p.stalled, p.resume
@@ -119,14 +128,17 @@ func (p *proxy) gate() {
 	}
 }
 
-func (p *proxy) currentRate() int {
+func (p *Proxy) currentRate(up bool) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if up && p.upRate > 0 && (p.rate == 0 || p.upRate < p.rate) {
+		return p.upRate
+	}
 	return p.rate
 }
 
-// drop closes every open connection; new ones are still accepted.
-func (p *proxy) drop() int {
+// Drop closes every open connection; new ones are still accepted.
+func (p *Proxy) Drop() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := len(p.conns) / 2
@@ -136,14 +148,15 @@ func (p *proxy) drop() int {
 	return n
 }
 
-// stall stops forwarding until unstall.
-func (p *proxy) stall() {
+// Stall stops forwarding until unstall.
+func (p *Proxy) Stall() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stalled = true
 }
 
-func (p *proxy) unstall() {
+// Unstall forwards again after Stall.
+func (p *Proxy) Unstall() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stalled {
@@ -153,25 +166,38 @@ func (p *proxy) unstall() {
 	}
 }
 
-// throttle limits each direction of each connection to bytesPerSec; 0
+// Throttle limits each direction of each connection to bytesPerSec; 0
 // lifts the limit.
-func (p *proxy) throttle(bytesPerSec int) {
+func (p *Proxy) Throttle(bytesPerSec int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.rate = bytesPerSec
 }
 
-// reset returns to plain forwarding.
-func (p *proxy) reset() {
-	p.unstall()
-	p.throttle(0)
+// ThrottleUp limits only what clients send the target (an insert's data,
+// say) to bytesPerSec; 0 lifts the limit.
+func (p *Proxy) ThrottleUp(bytesPerSec int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.upRate = bytesPerSec
 }
 
-func (p *proxy) close() {
+// Reset returns to plain forwarding.
+func (p *Proxy) Reset() {
+	p.Unstall()
+	p.Throttle(0)
+	p.ThrottleUp(0)
+}
+
+// Forwarded is how many bytes clients sent to the target so far.
+func (p *Proxy) Forwarded() int64 { return p.forwarded.Load() }
+
+// Close stops listening and cuts every connection.
+func (p *Proxy) Close() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
 	p.ln.Close()
-	p.unstall()
-	p.drop()
+	p.Unstall()
+	p.Drop()
 }
