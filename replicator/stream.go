@@ -84,6 +84,12 @@ func (s *stream) loop(ctx context.Context) error {
 			return err
 		}
 		if err := s.tick(ctx); err != nil {
+			if ctx.Err() != nil {
+				// The stop cut a write short (the client closes the
+				// connection of a cancelled insert): the rows not written
+				// are still pending, and shutdown writes them again.
+				return s.shutdown()
+			}
 			return err
 		}
 	}
