@@ -110,6 +110,17 @@ var errRescan = errors.New("table topics changed")
 // Run consumes until ctx is done (after writing and committing what it
 // read) or, with CatchUp, until the start's end offsets are loaded.
 func (l *Loader) Run(ctx context.Context) error {
+	err := l.run(ctx)
+	if err != nil && ctx.Err() != nil {
+		// Stopped between sessions (listing topics, reading end offsets):
+		// nothing is committed that is not written.
+		l.log.Info("stopped", zap.NamedError("interrupted", err))
+		return nil
+	}
+	return err
+}
+
+func (l *Loader) run(ctx context.Context) error {
 	for {
 		topics, err := l.tableTopics(ctx)
 		if err != nil {
@@ -156,6 +167,20 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 	defer func() {
 		l.log.Info("consumer session ended", zap.String("group", l.cfg.Group), zap.Any("messages_by_partition", l.read))
 	}()
+	err := l.consume(ctx, r, topics, ends)
+	if err != nil && ctx.Err() != nil {
+		// The stop cut a write or a commit short (a cancelled insert
+		// closes its connection): what was read whole is still pending,
+		// and finalFlush writes it again.
+		l.log.Info("stopping", zap.NamedError("interrupted", err))
+		return l.finalFlush(r)
+	}
+	return err
+}
+
+// consume reads, writes and commits until ctx is done, an error, the
+// catch-up's end, or a change of the topics (errRescan).
+func (l *Loader) consume(ctx context.Context, r *kafkago.Reader, topics []string, ends map[string][]partitionEnd) error {
 	rescan := time.Now().Add(l.cfg.Rescan)
 	for {
 		if ends != nil && l.batch.Len() == 0 {
