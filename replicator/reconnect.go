@@ -42,10 +42,12 @@ func (r *Replicator) runRetrying(ctx context.Context) error {
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		err := r.run(ctx)
-		if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			// Stopped while connecting or writing: nothing past the
-			// confirmed position was acknowledged, so this is a clean stop.
-			r.log.Info("stopped", zap.Error(err))
+		if err != nil && ctx.Err() != nil {
+			// Stopped while connecting, copying or writing: nothing past
+			// the confirmed position was acknowledged, so this is a clean
+			// stop, whichever error the interruption took (a cancelled
+			// insert can fail with its closed connection's).
+			r.log.Info("stopped", zap.NamedError("interrupted", err))
 			return nil
 		}
 		if err == nil || ctx.Err() != nil || !r.transient(err) {

@@ -35,9 +35,21 @@ func TestStopCutsWriteShort(t *testing.T) {
 	w.Arm()
 	errc := make(chan error, 1)
 	go func() { errc <- r.Run(ctx) }()
-	e.exec(`INSERT INTO items SELECT g, 'streamed ' || g FROM generate_series(1001, 3000) g`)
+	// lsn is inside the transaction, after its rows: its commit is past it
+	// (pg_current_wal_lsn after the commit could be past other tests' WAL
+	// too, which ferry has no reason to confirm yet).
 	var lsn string
-	if err := e.pg.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+	tx, err := e.pg.Begin(context.Background())
+	if err == nil {
+		_, err = tx.Exec(context.Background(), `INSERT INTO items SELECT g, 'streamed ' || g FROM generate_series(1001, 3000) g`)
+	}
+	if err == nil {
+		err = tx.QueryRow(context.Background(), `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn)
+	}
+	if err == nil {
+		err = tx.Commit(context.Background())
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -63,6 +75,6 @@ func TestStopCutsWriteShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !confirmed {
-		t.Errorf("the slot did not confirm %s, written before the stop", lsn)
+		t.Errorf("the slot did not confirm the transaction (past %s) written before the stop", lsn)
 	}
 }
