@@ -117,6 +117,10 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg Config) ([]Problem, er
 	if err != nil {
 		return []Problem{{Check: "tables", Blocking: true, Detail: err.Error(), Fix: "name existing tables with --tables"}}, nil
 	}
+	var role string
+	if err := conn.QueryRow(ctx, `SELECT current_user`).Scan(&role); err != nil {
+		return nil, fmt.Errorf("read the role's name: %w", err)
+	}
 	var ps []Problem
 	var noIdentity []string
 	unowned := map[uint32]bool{}
@@ -135,7 +139,7 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg Config) ([]Problem, er
 		}
 		if !canSelect {
 			ps = append(ps, Problem{Check: "privileges", Blocking: true, Detail: "no SELECT privilege on " + ref.String(),
-				Fix: fmt.Sprintf("GRANT SELECT ON %s TO <ferry's role>", ref.quoted())})
+				Fix: fmt.Sprintf("GRANT SELECT ON %s TO %s", ref.quoted(), schema.QuotePG(role))})
 			continue
 		}
 		if !owns {
@@ -196,14 +200,39 @@ func slotHolder(ctx context.Context, cfg Config) string {
 		"SELECT pg_terminate_backend(%d) ends it)", *pid, deref(app), deref(user), where, *pid)
 }
 
-// checkPublication finds the tables ferry would have to add to its
-// publication (or create it for) without owning them, which PostgreSQL
-// refuses.
+// checkPublication finds the tables ferry would have to add to one of its
+// publications (or create it for) without owning them, which PostgreSQL
+// refuses: the main one for the replicated tables, <publication>_append
+// (inserts only) for the append-only ones.
 func checkPublication(ctx context.Context, conn *pgx.Conn, cfg Config, refs []tableRef, unowned map[uint32]bool) ([]Problem, error) {
 	if len(unowned) == 0 {
 		return nil, nil
 	}
-	published, exists, err := publicationTables(ctx, conn, cfg.Publication)
+	var ps []Problem
+	for _, p := range []struct {
+		name       string
+		appendOnly bool
+		with, flag string
+	}{
+		{cfg.Publication, false, " WITH (publish_via_partition_root = true)", "--tables"},
+		{cfg.Publication + "_append", true, " WITH (publish = 'insert', publish_via_partition_root = true)", "--append-only"},
+	} {
+		found, err := checkOnePublication(ctx, conn, p.name, p.with, p.flag, refs, func(ref tableRef) bool {
+			return ref.AppendOnly == p.appendOnly && unowned[ref.OID]
+		})
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, found...)
+	}
+	return ps, nil
+}
+
+// checkOnePublication reports the tables of refs for which need holds
+// that publication pub lacks; with is what CREATE PUBLICATION would say
+// after the table list, flag the setting that named the tables.
+func checkOnePublication(ctx context.Context, conn *pgx.Conn, pub, with, flag string, refs []tableRef, need func(tableRef) bool) ([]Problem, error) {
+	published, exists, err := publicationTables(ctx, conn, pub)
 	if err != nil {
 		return nil, err
 	}
@@ -213,12 +242,12 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, cfg Config, refs []ta
 	}
 	var missing, quoted []string
 	for _, ref := range refs {
-		if !ref.AppendOnly && unowned[ref.OID] && !in[ref.OID] {
+		if need(ref) && !in[ref.OID] {
 			missing = append(missing, ref.String())
 			quoted = append(quoted, ref.quoted())
 		}
 	}
-	_, all, err := publicationExists(ctx, conn, cfg.Publication)
+	_, all, err := publicationExists(ctx, conn, pub)
 	switch {
 	case err != nil:
 		return nil, err
@@ -226,10 +255,10 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, cfg Config, refs []ta
 		return nil, nil
 	case !exists:
 		return []Problem{{Check: "privileges", Blocking: true,
-			Detail: "publication " + cfg.Publication + " does not exist and the role does not own " + strings.Join(missing, ", "),
-			Fix:    fmt.Sprintf("have the owner (or a superuser) run CREATE PUBLICATION %s FOR TABLE %s", schema.QuotePG(cfg.Publication), strings.Join(quoted, ", "))}}, nil
+			Detail: "publication " + pub + " does not exist and the role does not own " + strings.Join(missing, ", "),
+			Fix:    fmt.Sprintf("have the owner (or a superuser) run CREATE PUBLICATION %s FOR TABLE %s%s", schema.QuotePG(pub), strings.Join(quoted, ", "), with)}}, nil
 	}
 	return []Problem{{Check: "publication", Blocking: true,
-		Detail: fmt.Sprintf("publication %s lacks %s, which ferry is to replicate, and only the owner of a table can add it", cfg.Publication, strings.Join(missing, ", ")),
-		Fix:    fmt.Sprintf("have the owner (or a superuser) run ALTER PUBLICATION %s ADD TABLE %s, or leave the tables out of --tables", schema.QuotePG(cfg.Publication), strings.Join(quoted, ", "))}}, nil
+		Detail: fmt.Sprintf("publication %s lacks %s, which ferry is to replicate, and only the owner of a table can add it", pub, strings.Join(missing, ", ")),
+		Fix:    fmt.Sprintf("have the owner (or a superuser) run ALTER PUBLICATION %s ADD TABLE %s, or leave the tables out of %s", schema.QuotePG(pub), strings.Join(quoted, ", "), flag)}}, nil
 }

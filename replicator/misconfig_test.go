@@ -137,6 +137,51 @@ func TestPublicationMissingTable(t *testing.T) {
 	runFails(t, e, cfg, "must be owner of table extra", `ALTER PUBLICATION "ferry" ADD TABLE "public"."extra"`)
 }
 
+// TestAppendPublicationMissing: ferry runs as a role that owns its main
+// publication but not an append-only table, and no <publication>_append
+// exists: only the table's owner can create it. ferry check says so and
+// names the statement; once the owner ran it, ferry replicates the table.
+func TestAppendPublicationMissing(t *testing.T) {
+	e := newEnv(t)
+	role := "ferry_app_" + e.db[len(e.db)-8:]
+	e.exec(`CREATE TABLE listed (id int PRIMARY KEY)`, `CREATE TABLE events (at timestamptz NOT NULL DEFAULT now(), what text)`,
+		`INSERT INTO listed VALUES (1)`, `INSERT INTO events (what) SELECT 'e' || g FROM generate_series(1, 100) g`)
+	r := strings.NewReplacer("{role}", role, "{db}", e.db, "{tables}", "public.listed")
+	for _, s := range leastPrivilegeSQL {
+		e.adminExec(r.Replace(s))
+	}
+	t.Cleanup(func() { dropRole(e, role) })
+	cfg := e.config()
+	cfg.ConnString = asRole(t, e.pgURL, role)
+	cfg.Tables = []string{"public.listed"}
+	cfg.AppendOnly = []string{"public.events"}
+	// Without SELECT on the table, the fix names the role.
+	checkBlocks(t, cfg, "privileges", "no SELECT privilege on public.events", `GRANT SELECT ON "public"."events" TO "`+role+`"`)
+	e.exec(`GRANT SELECT ON events TO ` + role)
+	const create = `CREATE PUBLICATION "ferry_append" FOR TABLE "public"."events" WITH (publish = 'insert', publish_via_partition_root = true)`
+	checkBlocks(t, cfg, "privileges", "publication ferry_append does not exist and the role does not own public.events", create)
+	runFails(t, e, cfg, "publication ferry_append", "SQLSTATE 42501", create)
+
+	e.adminExec(create, `ALTER PUBLICATION ferry_append OWNER TO `+role)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	problems, err := replicator.Check(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if p.Blocking {
+			t.Errorf("ferry check still blocks once the owner created the publication: %+v", p)
+		}
+	}
+	e.mustCatchUp(cfg)
+	e.exec(`INSERT INTO events (what) SELECT 'late' || g FROM generate_series(1, 10) g`)
+	e.mustCatchUp(cfg)
+	if got := e.chStrings("SELECT toString(count()) FROM " + e.table("events")); got[0][0] != "110" {
+		t.Errorf("ClickHouse holds %s events, PostgreSQL 110", got[0][0])
+	}
+}
+
 // TestSlotInUse: another consumer streams from ferry's slot, first
 // pg_recvlogical and then a second ferry. ferry retries for
 // SlotBusyTimeout (its own old walsender may linger), then fails naming
