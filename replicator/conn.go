@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ferry-cdc/ferry/internal/netdial"
 )
 
 // setSessionParams fixes the settings that shape PostgreSQL's text output,
@@ -26,13 +30,34 @@ func setSessionParams(params map[string]string) {
 	}
 }
 
+// setConnOptions prepares a connection's config: the session settings,
+// and a dialer whose TCP connections notice a server that vanished within
+// about a minute (package netdial). tcp_user_timeout in the URL, in
+// milliseconds as libpq reads it (0 turns it off), replaces the minute.
+func setConnOptions(cfg *pgconn.Config) error {
+	setSessionParams(cfg.RuntimeParams)
+	userTimeout := netdial.UserTimeout
+	if v, ok := cfg.RuntimeParams["tcp_user_timeout"]; ok {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms < 0 {
+			return fmt.Errorf("tcp_user_timeout=%q in the PostgreSQL URL: want milliseconds, such as 60000 (0 turns it off)", v)
+		}
+		userTimeout = time.Duration(ms) * time.Millisecond
+		delete(cfg.RuntimeParams, "tcp_user_timeout") // libpq's, not a server setting
+	}
+	cfg.DialFunc = netdial.Dialer(cfg.ConnectTimeout, userTimeout).DialContext
+	return nil
+}
+
 // connect opens a regular SQL connection.
 func connect(ctx context.Context, connString string) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("parse PostgreSQL URL %s: %w", Redact(connString), redactErr(err, connString))
 	}
-	setSessionParams(cfg.RuntimeParams)
+	if err := setConnOptions(&cfg.Config); err != nil {
+		return nil, err
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to PostgreSQL %s: %w", Redact(connString), explainTLS(redactErr(err, connString), cfg.Host))
@@ -46,7 +71,9 @@ func connectReplication(ctx context.Context, connString string) (*pgconn.PgConn,
 	if err != nil {
 		return nil, fmt.Errorf("parse PostgreSQL URL %s: %w", Redact(connString), redactErr(err, connString))
 	}
-	setSessionParams(cfg.RuntimeParams)
+	if err := setConnOptions(cfg); err != nil {
+		return nil, err
+	}
 	cfg.RuntimeParams["replication"] = "database"
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {

@@ -22,7 +22,9 @@ func connectBuffered(ctx context.Context, connString string) (*pgx.Conn, error) 
 	if err != nil {
 		return nil, fmt.Errorf("parse PostgreSQL URL %s: %w", Redact(connString), redactErr(err, connString))
 	}
-	setSessionParams(cfg.RuntimeParams)
+	if err := setConnOptions(&cfg.Config); err != nil {
+		return nil, err
+	}
 	bufferReads(&cfg.Config)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {

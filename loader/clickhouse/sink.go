@@ -95,6 +95,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if err := applyTLS(opts, cfg); err != nil {
 		return nil, err
 	}
+	setDialer(opts)
 	if opts.Protocol != ch.Native {
 		return nil, fmt.Errorf("clickhouse: DSN %s uses the HTTP protocol; ferry needs the native one: "+
 			"use clickhouse://host:9000 (the native TCP port)", red.dsn())

@@ -1,15 +1,19 @@
 package clickhouse
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
+	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/ferry-cdc/ferry/internal/netdial"
 	"github.com/ferry-cdc/ferry/internal/tlsfail"
 )
 
@@ -37,6 +41,24 @@ func applyTLS(opts *ch.Options, cfg Config) error {
 	opts.TLS.RootCAs = pool
 	opts.TLS.MinVersion = tls.VersionTLS12
 	return nil
+}
+
+// setDialer makes the client dial through package netdial, whose TCP
+// connections notice a server that vanished within about a minute, with
+// TLS on top when the DSN asks for it (a dialer of one's own replaces the
+// client's, TLS included).
+func setDialer(opts *ch.Options) {
+	timeout := opts.DialTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second // the client's default
+	}
+	d := netdial.Dialer(timeout, netdial.UserTimeout)
+	if opts.TLS == nil {
+		opts.DialContext = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+		return
+	}
+	td := &tls.Dialer{NetDialer: d, Config: opts.TLS}
+	opts.DialContext = func(ctx context.Context, addr string) (net.Conn, error) { return td.DialContext(ctx, "tcp", addr) }
 }
 
 // IsTLSError reports whether err is a failure to set up TLS with the
