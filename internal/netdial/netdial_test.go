@@ -1,9 +1,10 @@
+//go:build linux
+
 package netdial
 
 import (
 	"context"
 	"net"
-	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -30,9 +31,6 @@ func sockopt(t *testing.T, c net.Conn, level, opt int) int {
 }
 
 func TestDialerSetsOptions(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("TCP_USER_TIMEOUT is Linux's")
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
