@@ -47,7 +47,11 @@ func (r *Replicator) runRetrying(ctx context.Context) error {
 			// the confirmed position was acknowledged, so this is a clean
 			// stop, whichever error the interruption took (a cancelled
 			// insert can fail with its closed connection's).
-			r.log.Info("stopped", zap.NamedError("interrupted", err))
+			if errors.Is(err, ctx.Err()) {
+				r.log.Info("stopped", zap.NamedError("interrupted", err))
+			} else {
+				r.log.Warn("stopped; what was not confirmed is sent again at the next start", zap.NamedError("interrupted", err))
+			}
 			return nil
 		}
 		if err == nil || ctx.Err() != nil || !r.transient(err) {
