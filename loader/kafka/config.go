@@ -3,12 +3,15 @@ package kafka
 import (
 	"crypto/tls"
 	"errors"
+	"net"
 	"strings"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
 	"go.uber.org/zap"
+
+	"github.com/ferry-cdc/ferry/internal/netdial"
 )
 
 // Client says which brokers to talk to and how. The zero value of every
@@ -42,11 +45,16 @@ func (c Client) withDefaults() (Client, error) {
 }
 
 func (c Client) transport() *kafkago.Transport {
-	return &kafkago.Transport{TLS: c.TLS, SASL: c.SASL, DialTimeout: 10 * time.Second}
+	return &kafkago.Transport{TLS: c.TLS, SASL: c.SASL, DialTimeout: 10 * time.Second, Dial: brokerDialer().DialContext}
 }
 
+// brokerDialer dials brokers through package netdial, so that a broker
+// that vanished is noticed in about a minute; TLS and SASL come after,
+// from kafka-go.
+func brokerDialer() *net.Dialer { return netdial.Dialer(10*time.Second, netdial.UserTimeout) }
+
 func (c Client) dialer() *kafkago.Dialer {
-	return &kafkago.Dialer{TLS: c.TLS, SASLMechanism: c.SASL, Timeout: 10 * time.Second, DualStack: true}
+	return &kafkago.Dialer{TLS: c.TLS, SASLMechanism: c.SASL, Timeout: 10 * time.Second, DialFunc: brokerDialer().DialContext}
 }
 
 func (c Client) admin() *kafkago.Client {
