@@ -216,6 +216,8 @@ func (r *Replicator) initialCopy(ctx context.Context, conn *pgx.Conn, rels []*re
 		defer cancel()
 		if derr := dropSlot(dctx, conn, r.cfg.Slot); derr != nil {
 			r.log.Error("could not drop the slot after a failed initial copy; drop it by hand", zap.String("slot", r.cfg.Slot), zap.Error(derr))
+		} else if ctx.Err() != nil {
+			r.log.Warn("stopped before the initial copy finished: the slot is dropped, and the next start copies again", zap.String("slot", r.cfg.Slot))
 		}
 		return 0, err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"go.uber.org/zap"
@@ -37,13 +36,7 @@ func (c *runCmd) runOps(ctx context.Context, rep *replicator.Replicator, obs *ob
 	defer stopAux()
 	g.Go(func() error {
 		defer stopAux()
-		err := rep.Run(gctx)
-		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
-			// Stopped by a signal before streaming began (the initial copy):
-			// nothing was confirmed, and the next start copies anew.
-			log.Warn("stopped before the initial copy finished; the next start copies again")
-			return nil
-		}
+		err := rep.Run(gctx) // nil when stopped by a signal, even in the copy
 		if err != nil && gctx.Err() == nil {
 			obs.stopped(errorKind(err), err)
 		}
