@@ -44,15 +44,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	problems, err := replicator.Check(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		if p.Blocking {
-			t.Errorf("ferry check as %s: %s: %s (fix: %s)", role, p.Check, p.Detail, p.Fix)
-		}
-	}
+	checkPasses(t, cfg)
 	e.mustCatchUp(cfg)
 	stop := e.streamInBackground(cfg)
 	e.exec(`UPDATE orders SET amount = amount + 1 WHERE id % 10 = 0`, `DELETE FROM orders WHERE id > 4900`,
