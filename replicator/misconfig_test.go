@@ -47,12 +47,7 @@ func runFails(t *testing.T, e *env, cfg replicator.Config, want ...string) {
 // check whose detail or fix holds every string of want.
 func checkBlocks(t *testing.T, cfg replicator.Config, check string, want ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	problems, err := replicator.Check(ctx, cfg)
-	if err != nil {
-		t.Fatalf("ferry check: %v", err)
-	}
+	problems := runCheck(t, cfg)
 	for _, p := range problems {
 		text := p.Detail + " fix: " + p.Fix
 		if p.Check != check || !p.Blocking {
@@ -69,8 +64,8 @@ func checkBlocks(t *testing.T, cfg replicator.Config, check string, want ...stri
 	t.Errorf("ferry check reports no blocking %q problem: %+v", check, problems)
 }
 
-// checkPasses expects ferry check to report no blocking problem.
-func checkPasses(t *testing.T, cfg replicator.Config) {
+// runCheck runs ferry check, within a minute.
+func runCheck(t *testing.T, cfg replicator.Config) []replicator.Problem {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -78,7 +73,13 @@ func checkPasses(t *testing.T, cfg replicator.Config) {
 	if err != nil {
 		t.Fatalf("ferry check: %v", err)
 	}
-	for _, p := range problems {
+	return problems
+}
+
+// checkPasses expects ferry check to report no blocking problem.
+func checkPasses(t *testing.T, cfg replicator.Config) {
+	t.Helper()
+	for _, p := range runCheck(t, cfg) {
 		if p.Blocking {
 			t.Errorf("ferry check blocks: %s: %s (fix: %s)", p.Check, p.Detail, p.Fix)
 		}
