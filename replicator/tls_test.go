@@ -3,14 +3,6 @@ package replicator_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"io"
-	"math/big"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -20,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferry-cdc/ferry/internal/testkit"
 	"github.com/ferry-cdc/ferry/loader/clickhouse"
 	"github.com/ferry-cdc/ferry/replicator"
 )
@@ -55,7 +48,7 @@ func TestTLSReplication(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer run.Process.Kill() //nolint:errcheck // stopped below; this is for a failed test
-	waitFor(t, 60*time.Second, "ferry to stream from its slot", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "ferry to stream from its slot", func() bool {
 		return len(e.pgStrings(`SELECT 1 FROM pg_replication_slots WHERE slot_name = '`+e.slot+`' AND active`)) == 1
 	})
 	// The walsender holding the slot serves a TLS connection.
@@ -65,7 +58,7 @@ func TestTLSReplication(t *testing.T) {
 	}
 	e.exec(`UPDATE accounts SET balance = balance + 1 WHERE id % 3 = 0`, `DELETE FROM accounts WHERE id > 1900`,
 		`INSERT INTO accounts VALUES (5000, 'new', NULL)`)
-	waitFor(t, 60*time.Second, "the changes to reach ClickHouse", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the changes to reach ClickHouse", func() bool {
 		got := e.chStrings(`SELECT toString(count()) FROM ` + e.table("accounts") + ` FINAL WHERE _ferry_deleted = 0`)
 		return len(got) == 1 && got[0][0] == "1901"
 	})
@@ -90,7 +83,7 @@ func TestTLSReplication(t *testing.T) {
 // an error naming the side and the setting to change.
 func TestTLSErrors(t *testing.T) {
 	ts := tlsEndpoints(t)
-	wrongCA := writeOtherCA(t)
+	wrongCA := testkit.WriteOtherCA(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pgWrongCA := strings.Replace(ts.pgURL, "sslrootcert="+url.QueryEscape(ts.ca), "sslrootcert="+url.QueryEscape(wrongCA), 1)
@@ -157,57 +150,16 @@ func assertError(t *testing.T, what string, err error, want ...string) {
 	}
 }
 
-// writeOtherCA writes a CA certificate that signed nothing the stack uses.
-func writeOtherCA(t *testing.T) string {
-	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "not the stack's CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "other-ca.pem")
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // forward relays TCP connections from a port on host to target, so that
 // the server is reached under a name (host) its certificate lacks.
 func forward(t *testing.T, host, target string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	p, err := testkit.StartProxyOn(host, target)
 	if err != nil {
 		t.Skipf("cannot listen on %s (needs the whole of 127.0.0.0/8 on the loopback interface, as Linux has): %v", host, err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go relay(c, target)
-		}
-	}()
-	return ln.Addr().String()
-}
-
-func relay(c net.Conn, target string) {
-	defer c.Close()
-	s, err := net.Dial("tcp", target)
-	if err != nil {
-		return
-	}
-	defer s.Close()
-	go func() { _, _ = io.Copy(s, c); s.Close() }()
-	_, _ = io.Copy(c, s)
+	t.Cleanup(p.Close)
+	return p.Addr()
 }
 
 func hostOf(t *testing.T, raw string) string {
@@ -227,18 +179,6 @@ func withHost(t *testing.T, raw, host string) string {
 	}
 	u.Host = host
 	return u.String()
-}
-
-// waitFor polls cond every 100ms until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // TestTLSRefused: sslmode=require against a server without TLS fails

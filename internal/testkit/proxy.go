@@ -8,7 +8,8 @@ import (
 )
 
 // Proxy forwards TCP connections from a loopback port to a target, and
-// can cut every connection, stall them (stop forwarding, keep them open)
+// can cut every connection, stall them (stop forwarding, keep them open),
+// hold the ones open now for good (a network that drops their packets),
 // or throttle them to a number of bytes per second in each direction.
 type Proxy struct {
 	ln     net.Listener
@@ -21,17 +22,23 @@ type Proxy struct {
 	rate    int           // bytes/s per direction; 0 = unlimited
 	upRate  int           // bytes/s from clients to the target; 0 = unlimited
 	closed  bool
+	done    chan struct{} // closed by Close
+	epoch   int           // connections accepted before the current epoch are held
 
 	forwarded atomic.Int64 // bytes from clients to the target
 }
 
 // StartProxy listens on a free loopback port and forwards to target.
-func StartProxy(target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func StartProxy(target string) (*Proxy, error) { return StartProxyOn("127.0.0.1", target) }
+
+// StartProxyOn is StartProxy on a free port of host, such as 127.0.0.2
+// for a name the target's certificate lacks.
+func StartProxyOn(host, target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]bool{}, resume: make(chan struct{})}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]bool{}, resume: make(chan struct{}), done: make(chan struct{})}
 	go p.accept()
 	return p, nil
 }
@@ -45,11 +52,14 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
-		go p.serve(c)
+		p.mu.Lock()
+		epoch := p.epoch
+		p.mu.Unlock()
+		go p.serve(c, epoch)
 	}
 }
 
-func (p *Proxy) serve(client net.Conn) {
+func (p *Proxy) serve(client net.Conn, epoch int) {
 	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
 		client.Close()
@@ -69,8 +79,8 @@ func (p *Proxy) serve(client net.Conn) {
 			p.mu.Unlock()
 		})
 	}
-	go func() { p.pump(server, client, true); closeBoth() }()
-	go func() { p.pump(client, server, false); closeBoth() }()
+	go func() { p.pump(server, client, true, epoch); closeBoth() }()
+	go func() { p.pump(client, server, false, epoch); closeBoth() }()
 }
 
 // track registers a connection pair, unless the proxy is closed.
@@ -86,19 +96,19 @@ func (p *Proxy) track(a, b net.Conn) bool {
 	return true
 }
 
-// pump copies src to dst, obeying stalls and the rates; up is the
-// direction from the client to the target.
-func (p *Proxy) pump(dst, src net.Conn, up bool) {
+// pump copies src to dst, obeying stalls, holds and the rates; up is the
+// direction from the client to the target, epoch the connection's.
+func (p *Proxy) pump(dst, src net.Conn, up bool, epoch int) {
 	buf := make([]byte, 32<<10)
 	for {
-		p.gate()
+		p.gate(epoch)
 		chunk := len(buf)
 		if r := p.currentRate(up); r > 0 {
 			chunk = max(1, min(chunk, r/10)) // about ten writes a second
 		}
 		n, err := src.Read(buf[:chunk])
 		if n > 0 {
-			p.gate()
+			p.gate(epoch)
 			if r := p.currentRate(up); r > 0 {
 				time.Sleep(time.Duration(n) * time.Second / time.Duration(r))
 			}
@@ -115,16 +125,22 @@ func (p *Proxy) pump(dst, src net.Conn, up bool) {
 	}
 }
 
-// gate blocks while the proxy is stalled.
-func (p *Proxy) gate() {
+// gate blocks while the proxy is stalled, and until Close for a
+// connection that is held.
+func (p *Proxy) gate(epoch int) {
 	for {
 		p.mu.Lock()
-		stalled, resume := p.stalled, p.resume
+		stalled, resume, held := p.stalled, p.resume, epoch < p.epoch
 		p.mu.Unlock()
-		if !stalled {
+		switch {
+		case held:
+			<-p.done
+			return
+		case stalled:
+			<-resume
+		default:
 			return
 		}
-		<-resume
 	}
 }
 
@@ -153,6 +169,15 @@ func (p *Proxy) Stall() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stalled = true
+}
+
+// Hold silences for good every connection open now: they stay open but
+// carry nothing either way, as behind a network that drops their packets
+// without resetting anything. Connections made later are forwarded.
+func (p *Proxy) Hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.epoch++
 }
 
 // Unstall forwards again after Stall.
@@ -195,6 +220,9 @@ func (p *Proxy) Forwarded() int64 { return p.forwarded.Load() }
 // Close stops listening and cuts every connection.
 func (p *Proxy) Close() {
 	p.mu.Lock()
+	if !p.closed {
+		close(p.done)
+	}
 	p.closed = true
 	p.mu.Unlock()
 	p.ln.Close()

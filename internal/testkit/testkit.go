@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Buffer collects a subprocess's output while the test reads it: a
@@ -41,4 +42,16 @@ func BuildFerry(t testing.TB) string {
 		t.Fatalf("go build ferry: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// WaitFor polls cond every 100ms until it holds, failing the test after d.
+func WaitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
