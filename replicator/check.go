@@ -209,15 +209,8 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, cfg Config, refs []ta
 		return nil, nil
 	}
 	var ps []Problem
-	for _, p := range []struct {
-		name       string
-		appendOnly bool
-		with, flag string
-	}{
-		{cfg.Publication, false, " WITH (publish_via_partition_root = true)", "--tables"},
-		{cfg.Publication + "_append", true, " WITH (publish = 'insert', publish_via_partition_root = true)", "--append-only"},
-	} {
-		found, err := checkOnePublication(ctx, conn, p.name, p.with, p.flag, refs, func(ref tableRef) bool {
+	for _, p := range publications(cfg.Publication) {
+		found, err := checkOnePublication(ctx, conn, p, refs, func(ref tableRef) bool {
 			return ref.AppendOnly == p.appendOnly && unowned[ref.OID]
 		})
 		if err != nil {
@@ -229,16 +222,21 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, cfg Config, refs []ta
 }
 
 // checkOnePublication reports the tables of refs for which need holds
-// that publication pub lacks; with is what CREATE PUBLICATION would say
-// after the table list, flag the setting that named the tables.
-func checkOnePublication(ctx context.Context, conn *pgx.Conn, pub, with, flag string, refs []tableRef, need func(tableRef) bool) ([]Problem, error) {
-	published, exists, err := publicationTables(ctx, conn, pub)
-	if err != nil {
+// that publication pub lacks.
+func checkOnePublication(ctx context.Context, conn *pgx.Conn, pub publication, refs []tableRef, need func(tableRef) bool) ([]Problem, error) {
+	exists, all, err := publicationExists(ctx, conn, pub.name)
+	if err != nil || all {
 		return nil, err
 	}
 	in := map[uint32]bool{}
-	for _, p := range published {
-		in[p.OID] = true
+	if exists {
+		published, _, err := publicationTables(ctx, conn, pub.name)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range published {
+			in[p.OID] = true
+		}
 	}
 	var missing, quoted []string
 	for _, ref := range refs {
@@ -247,18 +245,16 @@ func checkOnePublication(ctx context.Context, conn *pgx.Conn, pub, with, flag st
 			quoted = append(quoted, ref.quoted())
 		}
 	}
-	_, all, err := publicationExists(ctx, conn, pub)
+	name := schema.QuotePG(pub.name)
 	switch {
-	case err != nil:
-		return nil, err
-	case len(missing) == 0 || all:
+	case len(missing) == 0:
 		return nil, nil
 	case !exists:
 		return []Problem{{Check: "privileges", Blocking: true,
-			Detail: "publication " + pub + " does not exist and the role does not own " + strings.Join(missing, ", "),
-			Fix:    fmt.Sprintf("have the owner (or a superuser) run CREATE PUBLICATION %s FOR TABLE %s%s", schema.QuotePG(pub), strings.Join(quoted, ", "), with)}}, nil
+			Detail: "publication " + pub.name + " does not exist and the role does not own " + strings.Join(missing, ", "),
+			Fix:    fmt.Sprintf("have the owner (or a superuser) run CREATE PUBLICATION %s FOR TABLE %s%s", name, strings.Join(quoted, ", "), pub.with)}}, nil
 	}
 	return []Problem{{Check: "publication", Blocking: true,
-		Detail: fmt.Sprintf("publication %s lacks %s, which ferry is to replicate, and only the owner of a table can add it", pub, strings.Join(missing, ", ")),
-		Fix:    fmt.Sprintf("have the owner (or a superuser) run ALTER PUBLICATION %s ADD TABLE %s, or leave the tables out of %s", schema.QuotePG(pub), strings.Join(quoted, ", "), flag)}}, nil
+		Detail: fmt.Sprintf("publication %s lacks %s, which ferry is to replicate, and only the owner of a table can add it", pub.name, strings.Join(missing, ", ")),
+		Fix:    fmt.Sprintf("have the owner (or a superuser) run ALTER PUBLICATION %s ADD TABLE %s, or leave the tables out of %s", name, strings.Join(quoted, ", "), pub.flag)}}, nil
 }

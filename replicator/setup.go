@@ -13,6 +13,23 @@ import (
 	"github.com/ferry-cdc/ferry/schema"
 )
 
+// publication is one of ferry's two publications.
+type publication struct {
+	name       string
+	appendOnly bool   // it publishes the --append-only tables
+	with       string // what CREATE PUBLICATION says after the table list
+	flag       string // the setting that names its tables
+}
+
+// publications are ferry's publications: main for the replicated tables,
+// and main_append, which publishes inserts only, for the append-only ones.
+func publications(main string) []publication {
+	return []publication{
+		{main, false, " WITH (publish_via_partition_root = true)", "--tables"},
+		{main + "_append", true, " WITH (publish = 'insert', publish_via_partition_root = true)", "--append-only"},
+	}
+}
+
 // ensurePublications creates ferry's publications when missing. On a first
 // start (no usable slot yet) it also sets their table lists; afterwards it
 // adds the replicated tables that are missing and returns them, since
@@ -20,14 +37,7 @@ import (
 // through their root, so each is one ClickHouse table.
 func (r *Replicator) ensurePublications(ctx context.Context, conn *pgx.Conn, rels []*relation, firstStart bool) ([]*relation, error) {
 	var added []*relation
-	for _, p := range []struct {
-		name       string
-		appendOnly bool
-		with       string
-	}{
-		{r.cfg.Publication, false, " WITH (publish_via_partition_root = true)"},
-		{r.cfg.Publication + "_append", true, " WITH (publish = 'insert', publish_via_partition_root = true)"},
-	} {
+	for _, p := range publications(r.cfg.Publication) {
 		list := quotedList(rels, p.appendOnly)
 		exists, all, err := publicationExists(ctx, conn, p.name)
 		if err != nil {
