@@ -49,14 +49,18 @@ func setConnOptions(cfg *pgconn.Config) error {
 	return nil
 }
 
-// connect opens a regular SQL connection.
-func connect(ctx context.Context, connString string) (*pgx.Conn, error) {
+// connect opens a regular SQL connection; tune, when not nil, adjusts its
+// config last.
+func connect(ctx context.Context, connString string, tune ...func(*pgconn.Config)) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("parse PostgreSQL URL %s: %w", Redact(connString), redactErr(err, connString))
 	}
 	if err := setConnOptions(&cfg.Config); err != nil {
 		return nil, err
+	}
+	for _, f := range tune {
+		f(&cfg.Config)
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {

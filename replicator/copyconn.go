@@ -3,9 +3,7 @@ package replicator
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"net"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,19 +16,7 @@ const copyReadBuffer = 256 << 10
 
 // connectBuffered is connect with reads through a copyReadBuffer buffer.
 func connectBuffered(ctx context.Context, connString string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(connString)
-	if err != nil {
-		return nil, fmt.Errorf("parse PostgreSQL URL %s: %w", Redact(connString), redactErr(err, connString))
-	}
-	if err := setConnOptions(&cfg.Config); err != nil {
-		return nil, err
-	}
-	bufferReads(&cfg.Config)
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL %s: %w", Redact(connString), redactErr(err, connString))
-	}
-	return conn, nil
+	return connect(ctx, connString, bufferReads)
 }
 
 // bufferReads makes the connections of cfg read through a buffer of
@@ -38,11 +24,7 @@ func connectBuffered(ctx context.Context, connString string) (*pgx.Conn, error) 
 // so nothing waits for the buffer to fill; and a read deadline still ends
 // a read that waits, with nothing lost.
 func bufferReads(cfg *pgconn.Config) {
-	dial := cfg.DialFunc
-	if dial == nil {
-		d := &net.Dialer{KeepAlive: 5 * time.Minute}
-		dial = d.DialContext
-	}
+	dial := cfg.DialFunc // set by setConnOptions
 	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
