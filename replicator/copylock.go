@@ -25,14 +25,9 @@ import (
 // rename can change until then.
 func lockTable(ctx context.Context, conn *pgx.Conn, ref tableRef) (tableRef, error) {
 	for range 5 {
-		now := ref
-		err := conn.QueryRow(ctx, `SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`,
-			ref.OID).Scan(&now.Schema, &now.Name)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ref, fmt.Errorf("copy of %s: the table was dropped", ref)
-		}
+		now, err := currentName(ctx, conn, ref)
 		if err != nil {
-			return ref, fmt.Errorf("copy of %s: read its name: %w", ref, err)
+			return ref, err
 		}
 		if err := lockStatement(ctx, conn, "LOCK TABLE "+now.quoted()+" IN ACCESS SHARE MODE"); err != nil {
 			if isUndefinedTable(err) {
@@ -41,15 +36,11 @@ func lockTable(ctx context.Context, conn *pgx.Conn, ref tableRef) (tableRef, err
 			return ref, fmt.Errorf("copy of %s: lock it: %w", ref, err)
 		}
 		// The name may have passed to another table between the two statements.
-		var oid uint32
-		if err := conn.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, now.quoted()).Scan(&oid); err != nil {
-			return ref, fmt.Errorf("copy of %s: %w", ref, err)
-		}
-		if oid == ref.OID {
-			return now, nil
+		if same, err := stillNamed(ctx, conn, now); err != nil || same {
+			return now, err
 		}
 	}
-	return ref, fmt.Errorf("copy of %s: the table kept being renamed while ferry tried to lock it; start ferry again", ref)
+	return ref, errKeptRenaming(ref)
 }
 
 // beginLocked begins on conn a read-only REPEATABLE READ transaction that
@@ -59,14 +50,9 @@ func lockTable(ctx context.Context, conn *pgx.Conn, ref tableRef) (tableRef, err
 // lock was granted, and none can commit after.
 func beginLocked(ctx context.Context, conn *pgx.Conn, ref tableRef) (pgx.Tx, error) {
 	for range 5 {
-		now := ref
-		err := conn.QueryRow(ctx, `SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`,
-			ref.OID).Scan(&now.Schema, &now.Name)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("copy of %s: the table was dropped", ref)
-		}
+		now, err := currentName(ctx, conn, ref)
 		if err != nil {
-			return nil, fmt.Errorf("copy of %s: read its name: %w", ref, err)
+			return nil, err
 		}
 		tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 		if err != nil {
@@ -79,17 +65,46 @@ func beginLocked(ctx context.Context, conn *pgx.Conn, ref tableRef) (pgx.Tx, err
 			}
 			return nil, fmt.Errorf("copy of %s: lock it: %w", ref, err)
 		}
-		var oid uint32
-		if err := tx.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, now.quoted()).Scan(&oid); err != nil {
-			_ = tx.Rollback(ctx)
-			return nil, fmt.Errorf("copy of %s: %w", ref, err)
-		}
-		if oid == ref.OID {
+		same, err := stillNamed(ctx, tx, now)
+		if err == nil && same {
 			return tx, nil
 		}
-		_ = tx.Rollback(ctx) // the name passed to another table meanwhile
+		_ = tx.Rollback(ctx) // or the name passed to another table meanwhile
+		if err != nil {
+			return nil, err
+		}
 	}
-	return nil, fmt.Errorf("copy of %s: the table kept being renamed while ferry tried to lock it; start ferry again", ref)
+	return nil, errKeptRenaming(ref)
+}
+
+// currentName is the table of ref (its OID) as it is named now.
+func currentName(ctx context.Context, conn *pgx.Conn, ref tableRef) (tableRef, error) {
+	now := ref
+	err := conn.QueryRow(ctx, `SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`,
+		ref.OID).Scan(&now.Schema, &now.Name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ref, fmt.Errorf("copy of %s: the table was dropped", ref)
+	}
+	if err != nil {
+		return ref, fmt.Errorf("copy of %s: read its name: %w", ref, err)
+	}
+	return now, nil
+}
+
+// stillNamed reports whether now's name still belongs to now's table: a
+// rename may have given it to another between reading and locking.
+func stillNamed(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, now tableRef) (bool, error) {
+	var oid uint32
+	if err := q.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, now.quoted()).Scan(&oid); err != nil {
+		return false, fmt.Errorf("copy of %s: %w", now, err)
+	}
+	return oid == now.OID, nil
+}
+
+func errKeptRenaming(ref tableRef) error {
+	return fmt.Errorf("copy of %s: the table kept being renamed while ferry tried to lock it; start ferry again", ref)
 }
 
 // tryLock takes the table's ACCESS SHARE lock without waiting; false when
