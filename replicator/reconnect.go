@@ -54,7 +54,7 @@ func (r *Replicator) runRetrying(ctx context.Context) error {
 			}
 			return nil
 		}
-		if err == nil || ctx.Err() != nil || !r.transient(err) {
+		if err == nil || !r.transient(err) {
 			return err
 		}
 		if err := r.slotBusyTooLong(ctx, err, &busySince); err != nil {

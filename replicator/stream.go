@@ -74,22 +74,20 @@ func (s *stream) loop(ctx context.Context) error {
 			return s.shutdown()
 		}
 		err := s.receive(ctx)
+		if err == nil {
+			err = s.tick(ctx)
+		}
 		switch {
 		case errors.Is(err, errCaughtUp):
 			s.log.Info("caught up", zap.Stringer("confirmed_lsn", s.acked), zap.Uint64("rows", s.rows))
 			return nil
 		case err != nil && ctx.Err() != nil:
+			// The stop cut a receive or a write short (the client closes
+			// the connection of a cancelled insert, so the error need not
+			// be the context's): rows not written are still pending, and
+			// shutdown writes them again.
 			return s.shutdown()
 		case err != nil:
-			return err
-		}
-		if err := s.tick(ctx); err != nil {
-			if ctx.Err() != nil {
-				// The stop cut a write short (the client closes the
-				// connection of a cancelled insert): the rows not written
-				// are still pending, and shutdown writes them again.
-				return s.shutdown()
-			}
 			return err
 		}
 	}
