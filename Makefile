@@ -6,6 +6,8 @@ GO      ?= go
 BIN     := bin/ferry
 STACK   := deploy/stack.sh
 KAFKA   ?= 0
+LEGS    ?= modern legacy
+PKGS    ?= ./...
 GOFILES_CMD := find . -name '*.go' -not -path './.stack/*' -not -path './bin/*' -not -path './vendor/*' -print0
 
 .PHONY: build stack-up stack-down stack-status test fmt fmt-check vet demo perf chaos clean
@@ -41,9 +43,10 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
-## test: start the stack, then gofmt check, go vet and go test against it
+## test: start the stack, then gofmt check, go vet and go test against it, once per ClickHouse
+##       server (26.7, then 18.16; LEGS=modern or LEGS=legacy for one, PKGS=./replicator for some)
 test: stack-up fmt-check
-	. .stack/env && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
+	. .stack/env && $(GO) vet ./... && GO="$(GO)" LEGS="$(LEGS)" PKGS="$(PKGS)" bash deploy/testlegs.sh
 
 ## demo: build, start the stack and run the demo (FOLLOW=1: keep writing and replicating until Ctrl-C)
 demo:

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `make test`'s test run: go test ./... once against each ClickHouse server of
+# the local stack, ClickHouse 26.7 (the modern leg) first, then 18.16 (the
+# legacy leg). Both legs always run; the exit status is non-zero when either
+# failed. Needs the variables of .stack/env.
+#
+#   LEGS="modern legacy" (default)  which legs to run
+#   PKGS="./..."                    which packages
+#   GOTESTFLAGS                     more go test flags (-run, -v, ...)
+set -uo pipefail
+
+: "${FERRY_CH_MODERN_URL:?not set: run make stack-up and . .stack/env}"
+: "${FERRY_CH_LEGACY_URL:?not set: run make stack-up and . .stack/env}"
+GO="${GO:-go}"
+read -r -a pkgs <<<"${PKGS:-./...}"
+read -r -a flags <<<"${GOTESTFLAGS:-}"
+failed=()
+summary=()
+
+for leg in ${LEGS:-modern legacy}; do
+	case "$leg" in
+	modern)
+		url="$FERRY_CH_MODERN_URL"
+		secret="${FERRY_CH_SECRET_URL:-}"
+		;;
+	legacy)
+		url="$FERRY_CH_LEGACY_URL"
+		secret="${FERRY_CH_LEGACY_SECRET_URL:-}"
+		;;
+	*)
+		echo "testlegs: unknown leg $leg (modern or legacy)" >&2
+		exit 2
+		;;
+	esac
+	version="$(clickhouse-client --host "$(sed -E 's#^[a-z]+://([^@/]*@)?([^:/]+).*#\2#' <<<"$url")" \
+		--port "$(sed -E 's#^[a-z]+://[^/]*:([0-9]+).*#\1#' <<<"$url")" -q 'SELECT version()' 2>/dev/null || echo unknown)"
+	echo "=== leg $leg: ClickHouse $version ($url)"
+	start=$(date +%s)
+	env_args=(FERRY_CH_URL="$url" FERRY_CH_SECRET_URL="$secret" FERRY_CH_LEG="$leg" FERRY_CH_LEG_VERSION="$version")
+	# The modern server (clickhouse-local from libchdb) serves no TLS port:
+	# the TLS tests and the chaos suite, which restarts its own
+	# clickhouse-server, run on the legacy leg only.
+	unset_args=()
+	if [ "$leg" = modern ]; then
+		unset_args=(-u FERRY_CH_TLS_URL)
+	fi
+	rc=0
+	env "${unset_args[@]}" "${env_args[@]}" "$GO" test -count=1 -timeout 20m "${flags[@]}" "${pkgs[@]}" || rc=$?
+	took=$(($(date +%s) - start))
+	summary+=("leg $leg (ClickHouse $version): exit $rc after ${took} s")
+	[ "$rc" -eq 0 ] || failed+=("$leg")
+done
+
+printf '=== %s\n' "${summary[@]}"
+if [ "${#failed[@]}" -gt 0 ]; then
+	echo "=== FAILED legs: ${failed[*]}"
+	exit 1
+fi
