@@ -47,8 +47,8 @@ func (d *demo) chRevenueSQL(since time.Time) string {
 	return `SELECT country, ` + month + ` AS month, count() AS orders, toString(sum(total)) AS revenue
 FROM (SELECT assumeNotNull(customer_id) AS customer_id, created_at, total
       FROM ` + demoName + `.orders FINAL
-      WHERE _ferry_deleted = 0 AND isNotNull(customer_id) AND created_at >= ` + cutoff + `)
-ALL INNER JOIN (SELECT id AS customer_id, country FROM ` + demoName + `.customers FINAL WHERE _ferry_deleted = 0)
+      WHERE _ferry_deleted = 0 AND isNotNull(customer_id) AND created_at >= ` + cutoff + `) AS o
+ALL INNER JOIN (SELECT id AS customer_id, country FROM ` + demoName + `.customers FINAL WHERE _ferry_deleted = 0) AS c
 USING customer_id
 GROUP BY country, month ORDER BY country, month`
 }
