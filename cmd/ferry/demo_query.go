@@ -103,9 +103,19 @@ func newRevenueRow(country *string, month *time.Time, n int64, revenue *string) 
 		r.month = month.Format("2006-01")
 	}
 	if revenue != nil {
-		r.revenue = *revenue
+		r.revenue = plainDecimal(*revenue)
 	}
 	return r
+}
+
+// plainDecimal drops a decimal's trailing fractional zeros: PostgreSQL's
+// numeric text keeps the scale (4260.00) and ClickHouse 26.7's toString
+// does not (4260); both then read the same for the same value.
+func plainDecimal(s string) string {
+	if !strings.Contains(s, ".") {
+		return s
+	}
+	return strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
 }
 
 // best runs the query three times and returns its rows and fastest time.
