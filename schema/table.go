@@ -59,6 +59,7 @@ type Capabilities struct {
 	IsDeleted      bool // ReplacingMergeTree(ver, is_deleted): 23.2+
 	LowCardinality bool // LowCardinality(String) without a setting: 19.9+ (approximately)
 	RenameColumn   bool // ALTER TABLE ... RENAME COLUMN: 20.4+
+	ExchangeTables bool // EXCHANGE TABLES, in Atomic databases only: 20.8+
 }
 
 // CapabilitiesFor returns what a server of the given version supports.
@@ -71,5 +72,6 @@ func CapabilitiesFor(major, minor int) Capabilities {
 		IsDeleted:      at(23, 2),
 		LowCardinality: at(19, 9),
 		RenameColumn:   at(20, 4),
+		ExchangeTables: at(20, 8),
 	}
 }
