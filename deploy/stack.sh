@@ -747,6 +747,7 @@ export FERRY_PG_URL=postgres://postgres@$HOST:$PG_PORT/postgres?sslmode=disable
 export FERRY_CH_URL=clickhouse://default@$HOST:$CHM_TCP_PORT/default # ClickHouse 26.7
 export FERRY_CH_MODERN_URL=clickhouse://default@$HOST:$CHM_TCP_PORT/default
 export FERRY_CH_LEGACY_URL=clickhouse://default@$HOST:$CH_TCP_PORT/default # ClickHouse 18.16
+export FERRY_CHDB_LIB='$CHDB_LIB' FERRY_CHDB_LAUNCHER='$CHM_BIN' FERRY_CHDB_SHIELD='$CHM_DIR/shield' # for private 26.7 servers (chaos suite)
 EOF
 	# A user whose password is asked for, for tests of password handling.
 	echo "export FERRY_CH_SECRET_URL=clickhouse://ferry_secret@$HOST:$CHM_TCP_PORT/default # password ferry-test-secret" >>"$STACK/env"
