@@ -22,6 +22,7 @@ type loadCmd struct {
 	kafkaFlags
 	Group       string        `help:"Consumer group; loaders of one group share the partitions." default:"ferry-loader" env:"FERRY_KAFKA_GROUP"`
 	CatchUp     bool          `name:"catch-up" help:"Exit 0 once everything on the topics at the start is in ClickHouse."`
+	CHFsync     bool          `name:"ch-fsync" help:"Make ClickHouse fsync every inserted part before the INSERT returns (fsync_after_insert, fsync_part_directory on ferry's tables), so a crash of the ClickHouse host cannot lose rows whose WAL ferry confirmed. Costs insert latency." env:"FERRY_CH_FSYNC"`
 	BatchRows   int           `name:"batch-rows" help:"Write when this many rows are pending." default:"50000" env:"FERRY_BATCH_ROWS"`
 	BatchBytes  int           `name:"batch-bytes" help:"Write when the pending messages hold this many bytes." default:"33554432" env:"FERRY_BATCH_BYTES"`
 	BatchAge    time.Duration `name:"batch-age" help:"Write when the oldest pending row waited this long." default:"300ms" env:"FERRY_BATCH_AGE"`
@@ -37,7 +38,7 @@ func (c *loadCmd) Run(ctx context.Context, log *zap.Logger) error {
 		return err
 	}
 	sink, err := clickhouse.New(ctx, clickhouse.Config{DSN: c.CH, Database: c.CHDatabase, Logger: log,
-		CAFile: c.CHCAFile, Password: c.chPassword})
+		CAFile: c.CHCAFile, Password: c.chPassword, Fsync: c.CHFsync})
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,9 @@ func (s *Sink) ensureSnapshotTable(ctx context.Context) error {
 	if err := s.exec(ctx, ddl, fmt.Sprintf("create table %s", s.table(snapshotTable))); err != nil {
 		return err
 	}
+	if err := s.makeDurable(ctx, snapshotTable); err != nil {
+		return err
+	}
 	s.snapshotReady = true
 	return nil
 }
