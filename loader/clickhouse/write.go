@@ -106,6 +106,9 @@ func (s *Sink) insert(ctx context.Context, tm *schema.TableMap, rows []loader.Ro
 	if err := checkInsertTypes(name, tm, batch.Columns(), rows); err != nil {
 		return err
 	}
+	if beyondDriver(tm, rows) {
+		return s.insertExternal(ctx, tm, batch.Columns(), rows)
+	}
 	if err := appendRows(batch, tm, rows); err != nil {
 		return reject(fmt.Errorf("clickhouse: insert into %s: %w", name, err))
 	}
@@ -253,6 +256,13 @@ func (s *Sink) InsertStream(ctx context.Context, tm *schema.TableMap) (send func
 			if err := checkInsertTypes(name, tm, batch.Columns(), rows); err != nil {
 				return err
 			}
+		}
+		if beyondDriver(tm, rows) { // stored now, apart from the stream's INSERT
+			if err := s.insertExternal(ctx, tm, batch.Columns(), rows); err != nil {
+				return err
+			}
+			total += len(rows)
+			return nil
 		}
 		if err := appendRows(batch, tm, rows); err != nil {
 			return reject(fmt.Errorf("clickhouse: insert into %s: %w", name, err))
