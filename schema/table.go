@@ -11,7 +11,7 @@ type Column struct {
 	NotNull  bool   // attnotnull
 	Key      bool   // part of the replica identity key (primary key or REPLICA IDENTITY USING INDEX)
 	Enum     bool   // the type (or for arrays the element type) is an enum
-	ElemOID  uint32 // element type of an array; 0 for scalars
+	ElemOID  uint32 // element type of an array (a domain resolved to its base, with its typmod in TypeMod); 0 for scalars
 	// TypeBaseName is the unqualified pg_type.typname of the type TypeOID
 	// names or, for an array, of ElemOID (domains resolved, as for TypeOID):
 	// "citext", "hstore", "geometry". Extension types have no fixed OID, so
