@@ -207,3 +207,44 @@ func TestModernTypesRange(t *testing.T) {
 		`CREATE DOMAIN money2 AS numeric(10,2)`)
 	checkRange(t, e, "modern", modernColumns, modernRows)
 }
+
+// TestOutOfRangeStops sends timestamps and dates outside DateTime64's and
+// Date32's range through the copy and the stream: on 26.7 ferry stops with
+// an error naming the table, the column, the row's key and the fix, and
+// ClickHouse keeps no altered row; 18.16's integer forms hold them exactly.
+func TestOutOfRangeStops(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE oor (id int PRIMARY KEY, ts timestamp, d date)`,
+		`INSERT INTO oor VALUES (1, '2024-01-01 00:00:00', '2024-01-01'), (2, '2300-01-01 00:00:00', NULL)`)
+	cfg := e.config()
+	modern := e.sink().Capabilities().DateTime64
+	stops := func(step, col, key string) {
+		t.Helper()
+		err := e.catchUp(cfg)
+		if !modern {
+			if err != nil {
+				t.Fatalf("%s: %v", step, err)
+			}
+			return
+		}
+		for _, want := range []string{"public.oor", `"` + col + `"`, `row (id="` + key + `")`, "--text-columns public.oor." + col} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("%s: error %v, want one with %s", step, err, want)
+			}
+		}
+		if n := e.chStrings("SELECT toString(count()) FROM " + e.table("oor") + " WHERE id = " + key); n[0][0] != "0" {
+			t.Errorf("%s: ClickHouse holds %s rows of id %s", step, n[0][0], key)
+		}
+	}
+	stops("copy", "ts", "2")
+	e.exec(`UPDATE oor SET ts = '2299-12-31 23:59:59.999999' WHERE id = 2`)
+	e.mustCatchUp(cfg)
+	e.exec(`INSERT INTO oor VALUES (3, NULL, '1899-12-31')`)
+	stops("stream", "d", "3")
+	e.exec(`DELETE FROM oor WHERE id = 3`, `INSERT INTO oor VALUES (4, '1899-12-31 23:59:59.999999', NULL)`)
+	stops("stream", "ts", "4")
+	if !modern {
+		sameRows(t, "oor", e.chStrings("SELECT toString(id), toString(ts), ifNull(toString(d), '\\\\N') FROM "+e.table("oor")+" FINAL WHERE _ferry_deleted = 0 ORDER BY id"),
+			e.pgStrings(`SELECT id::text, `+strings.ReplaceAll(pgMicros, "%s", "ts")+`, coalesce(`+strings.ReplaceAll(pgDays, "%s", "d")+`, '\N') FROM oor ORDER BY oor.id`))
+	}
+}
