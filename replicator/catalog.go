@@ -191,9 +191,15 @@ type catalogColumn struct {
 	BaseTypMod int32  `json:"basetypmod"`
 	Elem       uint32 `json:"elem"`
 	ElemType   string `json:"elemtype"` // "e" when the element type, or a domain's base, is an enum
-	Key        bool   `json:"key"`
-	HasDefault bool   `json:"hasdef"`
-	Dims       int    `json:"dims"`
+	// ElemDomain is set when an array's element type is a domain; Elem,
+	// ElemType and BaseName then describe the domain's base type, and
+	// ElemTypMod is the domain's typmod (an array of a domain carries
+	// none of its own: atttypmod is -1).
+	ElemDomain bool  `json:"elemdomain,omitempty"`
+	ElemTypMod int32 `json:"elemtypmod,omitempty"`
+	Key        bool  `json:"key"`
+	HasDefault bool  `json:"hasdef"`
+	Dims       int   `json:"dims"`
 }
 
 func (ct catalogTable) ref(appendOnly bool) tableRef {
@@ -211,6 +217,9 @@ func (ct catalogTable) described(appendOnly bool) described {
 			NotNull: cc.NotNull, Key: cc.Key, Enum: cc.TypType == "e" || cc.ElemType == "e", ElemOID: cc.Elem}
 		if cc.TypType == "d" {
 			c.TypeOID, c.TypeMod = cc.BaseType, cc.BaseTypMod
+		}
+		if cc.ElemDomain && c.TypeMod == -1 {
+			c.TypeMod = cc.ElemTypMod
 		}
 		d.table.Columns = append(d.table.Columns, c)
 		d.typeOIDs = append(d.typeOIDs, cc.TypID)
@@ -230,16 +239,18 @@ const tableJSON = `jsonb_build_object(
 	'partitions', coalesce((SELECT jsonb_agg(i.inhrelid::bigint ORDER BY i.inhrelid) FROM pg_inherits i WHERE i.inhparent = c.oid), '[]'::jsonb),
 	'columns', coalesce((SELECT jsonb_agg(jsonb_build_object(
 		'attnum', a.attnum, 'name', a.attname, 'typid', a.atttypid::bigint, 'typmod', a.atttypmod,
-		'typname', format_type(a.atttypid, a.atttypmod), 'basename', coalesce(et.typname, bt.typname), 'notnull', a.attnotnull,
+		'typname', format_type(a.atttypid, a.atttypmod), 'basename', coalesce(eb.typname, bt.typname), 'notnull', a.attnotnull,
 		'typtype', t.typtype::text, 'basetype', t.typbasetype::bigint, 'basetypmod', t.typtypmod,
-		'elem', CASE WHEN bt.typcategory = 'A' THEN bt.typelem::bigint ELSE 0 END,
-		'elemtype', CASE WHEN bt.typtype = 'e' THEN 'e' ELSE coalesce(et.typtype::text, '') END,
+		'elem', CASE WHEN bt.typcategory = 'A' THEN eb.oid::bigint ELSE 0 END,
+		'elemtype', CASE WHEN bt.typtype = 'e' THEN 'e' ELSE coalesce(eb.typtype::text, '') END,
+		'elemdomain', coalesce(et.typtype = 'd', false), 'elemtypmod', CASE WHEN et.typtype = 'd' THEN et.typtypmod ELSE 0 END,
 		'key', coalesce(a.attnum = ANY((SELECT i.indkey FROM pg_index i WHERE i.indrelid = c.oid
 			AND CASE c.relreplident WHEN 'i' THEN i.indisreplident ELSE i.indisprimary END LIMIT 1)::int2[]), false),
 		'hasdef', a.atthasdef, 'dims', a.attndims) ORDER BY a.attnum)
 		FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
 		JOIN pg_type bt ON bt.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
 		LEFT JOIN pg_type et ON et.oid = bt.typelem AND bt.typcategory = 'A'
+		LEFT JOIN pg_type eb ON eb.oid = CASE WHEN et.typtype = 'd' THEN et.typbasetype ELSE et.oid END
 		WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''), '[]'::jsonb))`
 
 // textColumnSet parses --text-columns entries into "schema.table" → columns.

@@ -21,7 +21,7 @@ import (
 func (s *Sink) ScanLive(ctx context.Context, tm *schema.TableMap, fn func(values []any) error) error {
 	names := make([]string, len(tm.Columns))
 	for i, c := range tm.Columns {
-		names[i] = schema.QuoteCH(c.Name)
+		names[i] = rawTimeSelect(c, schema.QuoteCH(c.Name))
 	}
 	q := "SELECT " + strings.Join(names, ", ") + " FROM " + s.table(tm.Name) + " FINAL WHERE " +
 		schema.QuoteCH(schema.DeletedColumn) + " = 0"
@@ -77,6 +77,9 @@ func (s *Sink) scan(ctx context.Context, tm *schema.TableMap, q string, cols []i
 		for i, d := range dest {
 			if vals[i], err = value(d); err != nil {
 				return fmt.Errorf("column %q: %w", tm.Columns[cols[i]].Name, err)
+			}
+			if isRawTime(tm.Columns[cols[i]]) {
+				vals[i] = fromMicros(vals[i])
 			}
 		}
 		if err := fn(vals); err != nil {
