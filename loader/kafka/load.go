@@ -47,6 +47,11 @@ type LoadConfig struct {
 	MaxAge   time.Duration
 	// Rescan is how often the loader looks for new table topics. Default 10s.
 	Rescan time.Duration
+	// FetchMaxBytes is the most a fetch asks the broker for. Default
+	// 16 MiB; keep it at least the publisher's BatchBytes (brokers send a
+	// larger batch anyway, alone, since KIP-74). ferry load
+	// --kafka-fetch-max-bytes.
+	FetchMaxBytes int
 }
 
 // Loader consumes the table topics of a prefix and writes their rows to a
@@ -97,6 +102,9 @@ func NewLoader(cfg LoadConfig, dest Destination) (*Loader, error) {
 	}
 	if cfg.Rescan <= 0 {
 		cfg.Rescan = 10 * time.Second
+	}
+	if cfg.FetchMaxBytes <= 0 {
+		cfg.FetchMaxBytes = defaultFetchMaxBytes
 	}
 	store, _ := dest.(loader.TableStateStore)
 	return &Loader{cfg: cfg, dest: dest, log: cfg.Logger, schemas: map[string]schema.Table{}, store: store, cuts: map[string]*cut{},
@@ -156,7 +164,7 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 	l.log.Info("consuming", zap.String("group", l.cfg.Group), zap.Strings("topics", topics), zap.Bool("catch_up", l.cfg.CatchUp))
 	r := kafkago.NewReader(kafkago.ReaderConfig{
 		Brokers: l.cfg.Brokers, GroupID: l.cfg.Group, GroupTopics: topics, Dialer: l.cfg.dialer(),
-		StartOffset: kafkago.FirstOffset, MaxWait: 250 * time.Millisecond, MaxBytes: 16 << 20,
+		StartOffset: kafkago.FirstOffset, MaxWait: 250 * time.Millisecond, MaxBytes: l.cfg.FetchMaxBytes,
 		CommitInterval:    0, // commit synchronously, only what was written
 		HeartbeatInterval: time.Second, SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second,
 		JoinGroupBackoff: 500 * time.Millisecond,

@@ -38,7 +38,10 @@ type Config struct {
 	// BatchBytes bounds the messages of one partition's record batch,
 	// which must fit in the broker's message.max.bytes (the topic's
 	// max.message.bytes); a row's message must fit in it too. Default
-	// 960 KiB, under Kafka's default of 1 MiB.
+	// 960 KiB, under Kafka's default of 1 MiB. Above it, the table topics
+	// ferry creates get max.message.bytes = BatchBytes + 64 KiB; raise a
+	// topic that exists, and the loaders' FetchMaxBytes, yourself.
+	// ferry run --kafka-max-message-bytes.
 	BatchBytes int64
 	// BatchTimeout is how long the producer waits to fill a batch before
 	// sending it. Write sends whole batches of rows at once, so this only
@@ -90,7 +93,7 @@ func New(cfg Config) (*Sink, error) {
 		cfg.ReplicationFactor = 1
 	}
 	if cfg.BatchBytes <= 0 {
-		cfg.BatchBytes = 960 << 10
+		cfg.BatchBytes = defaultBatchBytes
 	}
 	if cfg.BatchTimeout <= 0 {
 		cfg.BatchTimeout = 2 * time.Millisecond
@@ -207,7 +210,7 @@ func (s *Sink) Write(ctx context.Context, b *loader.Batch) error {
 		}
 	}
 	if err := s.write(ctx, msgs...); err != nil {
-		return fmt.Errorf("kafka: publish %d rows of %s to %s: %w", len(b.Rows), b.Table.Source.QualifiedName(), t.topic, err)
+		return s.explainTooLarge(err, b.Table, t.topic, len(b.Rows))
 	}
 	s.maxVersion = top
 	s.log.Debug("published batch", zap.String("topic", t.topic), zap.Int("rows", len(msgs)))
@@ -334,6 +337,11 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string, partitions int, co
 	tc := kafkago.TopicConfig{Topic: topic, NumPartitions: partitions, ReplicationFactor: s.cfg.ReplicationFactor}
 	if compacted {
 		tc.ConfigEntries = []kafkago.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}
+	} else if s.cfg.BatchBytes > defaultBatchBytes {
+		// Only when raised: a cluster's policy may refuse topic configs,
+		// and the default needs none.
+		tc.ConfigEntries = []kafkago.ConfigEntry{{ConfigName: "max.message.bytes",
+			ConfigValue: strconv.FormatInt(s.cfg.BatchBytes+batchOverhead, 10)}}
 	}
 	res, err := s.admin.CreateTopics(ctx, &kafkago.CreateTopicsRequest{Topics: []kafkago.TopicConfig{tc}})
 	if err != nil {
