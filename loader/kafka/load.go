@@ -168,6 +168,11 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 		CommitInterval:    0, // commit synchronously, only what was written
 		HeartbeatInterval: time.Second, SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second,
 		JoinGroupBackoff: 500 * time.Millisecond,
+		// kafka-go is silent by default: a member failing to join its
+		// group would look like a loader with nothing to do.
+		ErrorLogger: kafkago.LoggerFunc(func(msg string, args ...any) {
+			l.log.Warn("consumer group: "+fmt.Sprintf(msg, args...), zap.String("group", l.cfg.Group))
+		}),
 	})
 	defer r.Close()
 	l.read = map[string]int{}
@@ -186,11 +191,20 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 	return err
 }
 
+// progressEvery is how often a consumer session logs what it read.
+const progressEvery = 30 * time.Second
+
 // consume reads, writes and commits until ctx is done, an error, the
 // catch-up's end, or a change of the topics (errRescan).
 func (l *Loader) consume(ctx context.Context, r *kafkago.Reader, topics []string, ends map[string][]partitionEnd) error {
-	rescan := time.Now().Add(l.cfg.Rescan)
+	rescan, report := time.Now().Add(l.cfg.Rescan), time.Now().Add(progressEvery)
 	for {
+		if time.Now().After(report) {
+			// A busy loader and a stuck one would otherwise log alike.
+			report = time.Now().Add(progressEvery)
+			l.log.Info("consuming: progress", zap.String("group", l.cfg.Group), zap.Any("messages_by_partition", l.read),
+				zap.Int("parked_partitions", len(l.parked)))
+		}
 		if ends != nil && l.batch.Len() == 0 {
 			done, err := l.caughtUp(ctx, ends)
 			if err != nil || done {
