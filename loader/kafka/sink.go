@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -66,7 +65,8 @@ type Sink struct {
 	topics map[string]bool   // topics known to exist
 	shown  map[string]bool   // schema ids published by this process
 	state  map[string][]byte // the state topic, read on first use
-	parts  map[string]int    // partitions by topic
+	parts  map[string]int    // partitions by topic, as pinned (see partitions.go)
+	bal    *balancer
 	// maxVersion is the highest version written so far, a truncation's
 	// source.lsn (informative: loaders go by HeaderTruncate).
 	maxVersion   uint64
@@ -101,9 +101,10 @@ func New(cfg Config) (*Sink, error) {
 	// One transport for the admin client and the writer: creating a topic
 	// refreshes the transport's metadata cache, so the writer sees it.
 	tr := cfg.transport()
+	bal := &balancer{pinned: map[string]int{}}
 	w := &kafkago.Writer{
 		Addr:         kafkago.TCP(cfg.Brokers...),
-		Balancer:     balancer{},
+		Balancer:     bal,
 		RequiredAcks: kafkago.RequireAll,
 		BatchSize:    10000,
 		BatchBytes:   cfg.BatchBytes,
@@ -113,7 +114,7 @@ func New(cfg Config) (*Sink, error) {
 		Transport:    tr,
 	}
 	admin := &kafkago.Client{Addr: w.Addr, Transport: tr, Timeout: 30 * time.Second}
-	return &Sink{cfg: cfg, log: cfg.Logger, admin: admin, writer: w,
+	return &Sink{cfg: cfg, log: cfg.Logger, admin: admin, writer: w, bal: bal,
 		tables: map[*schema.TableMap]*table{}, parts: map[string]int{}, topics: map[string]bool{}, shown: map[string]bool{},
 		copied: map[string]int64{}, renamed: map[string]bool{}}, nil
 }
@@ -160,6 +161,9 @@ func (s *Sink) table(ctx context.Context, tm *schema.TableMap) (*table, error) {
 	}
 	t.tm = tm
 	if err := s.ensureTopic(ctx, t.topic, s.cfg.Partitions, false); err != nil {
+		return nil, err
+	}
+	if _, err := s.partitions(ctx, t.topic); err != nil { // pinned before any row goes out
 		return nil, err
 	}
 	if !s.shown[t.schemaID] {
@@ -287,24 +291,6 @@ func (s *Sink) marker(ctx context.Context, t *table, extra []kafkago.Header) err
 	return s.write(ctx, msgs...)
 }
 
-// partitions is the number of partitions of a topic.
-func (s *Sink) partitions(ctx context.Context, topic string) (int, error) {
-	if n := s.parts[topic]; n > 0 {
-		return n, nil
-	}
-	md, err := s.admin.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{topic}})
-	if err != nil {
-		return 0, fmt.Errorf("kafka: read the partitions of %s: %w", topic, err)
-	}
-	for _, t := range md.Topics {
-		if t.Name == topic && t.Error == nil && len(t.Partitions) > 0 {
-			s.parts[topic] = len(t.Partitions)
-			return len(t.Partitions), nil
-		}
-	}
-	return 0, fmt.Errorf("kafka: topic %s has no partitions", topic)
-}
-
 // write produces messages synchronously: it returns when all are acked.
 func (s *Sink) write(ctx context.Context, msgs ...kafkago.Message) error {
 	err := s.writer.WriteMessages(ctx, msgs...)
@@ -355,19 +341,4 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string, partitions int, co
 	}
 	s.topics[topic] = true
 	return nil
-}
-
-// balancer puts a truncation's messages one on each partition, and every
-// other message where the Java client's partitioner would (murmur2 of the
-// key), so all changes of a row go to one partition.
-type balancer struct{ kafkago.Murmur2Balancer }
-
-func (b balancer) Balance(m kafkago.Message, partitions ...int) int {
-	if h := header(m, HeaderTruncate); h != nil {
-		_, i, _ := strings.Cut(string(h), ":")
-		i, _, _ = strings.Cut(i, ":")
-		n, _ := strconv.Atoi(i)
-		return partitions[n%len(partitions)]
-	}
-	return b.Murmur2Balancer.Balance(m, partitions...)
 }
