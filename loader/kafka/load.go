@@ -170,9 +170,7 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 		JoinGroupBackoff: 500 * time.Millisecond,
 		// kafka-go is silent by default: a member failing to join its
 		// group would look like a loader with nothing to do.
-		ErrorLogger: kafkago.LoggerFunc(func(msg string, args ...any) {
-			l.log.Warn("consumer group: "+fmt.Sprintf(msg, args...), zap.String("group", l.cfg.Group))
-		}),
+		ErrorLogger: kafkago.LoggerFunc(l.readerError),
 	})
 	defer r.Close()
 	l.read = map[string]int{}
@@ -189,6 +187,17 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 		return l.finalFlush(r)
 	}
 	return err
+}
+
+// readerError logs what kafka-go's reader reports. It retries a fetch
+// whose read timed out, which with a short MaxWait is routine.
+func (l *Loader) readerError(msg string, args ...any) {
+	text := fmt.Sprintf(msg, args...)
+	if strings.HasSuffix(text, "i/o timeout") {
+		l.log.Debug("kafka reader: "+text, zap.String("group", l.cfg.Group))
+		return
+	}
+	l.log.Warn("kafka reader: "+text, zap.String("group", l.cfg.Group))
 }
 
 // progressEvery is how often a consumer session logs what it read.
