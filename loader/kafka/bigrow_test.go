@@ -97,3 +97,27 @@ func TestKafkaRowTooBig(t *testing.T) {
 		}
 	}
 }
+
+// TestKafkaTopicLimitTooLow raises the publisher's limit for a topic that
+// exists with the broker's default limit: the broker refuses the 20 MB
+// row, and the publisher stops, naming the topic and how to raise its
+// limit.
+func TestKafkaTopicLimitTooLow(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE big (id int PRIMARY KEY, note text, j jsonb, d date[] NOT NULL DEFAULT '{}')`)
+	slot := e.db + "_k"
+	if err := e.publishWith(slot, kafka.Config{}); err != nil { // creates the topic with the default limit
+		t.Fatal(err)
+	}
+	e.exec(`INSERT INTO big (id, note, j) SELECT 1, 'stream', jsonb_build_object('k', string_agg(md5(g::text), '')) FROM generate_series(1, 650000) g`)
+	err := e.publishWith(slot, kafka.Config{BatchBytes: 48 << 20})
+	t.Logf("the error: %v", err)
+	if err == nil || kafka.IsRetryable(err) {
+		t.Fatalf("the publisher should stop: %v", err)
+	}
+	for _, want := range []string{`"public"."big"`, "it.public.big", "max.message.bytes=50397184", "--kafka-max-message-bytes"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not name %s", want)
+		}
+	}
+}

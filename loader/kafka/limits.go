@@ -50,7 +50,7 @@ func (s *Sink) explainTooLarge(err error, tm *schema.TableMap, topic string, row
 		return fmt.Errorf("%w: the broker refused a batch of rows of %s on topic %s as too large: the topic's max.message.bytes "+
 			"(or the brokers' message.max.bytes) is below the publisher's limit, ferry run --kafka-max-message-bytes (%d), + 64 KiB: "+
 			"raise the topic's (kafka-configs --alter --entity-type topics --entity-name %s --add-config max.message.bytes=%d) "+
-			"or lower the setting", errRowTooLarge, table, topic, s.cfg.BatchBytes, topic, s.cfg.BatchBytes+batchOverhead)
+			"or lower the setting to the topic's limit less 64 KiB", errRowTooLarge, table, topic, s.cfg.BatchBytes, topic, s.cfg.BatchBytes+batchOverhead)
 	}
 	return fmt.Errorf("kafka: publish %d rows of %s to %s: %w", rows, table, topic, err)
 }
