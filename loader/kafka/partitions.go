@@ -25,10 +25,19 @@ import (
 func partitionsKey(topic string) string { return "partitions/" + topic }
 
 // partitions is the pinned partition count of a topic, recorded on the
-// state topic the first time.
+// state topic the first time, and again when this process made the topic
+// (deleted, it may come back with another count; empty, no key has a
+// partition in it yet).
 func (s *Sink) partitions(ctx context.Context, topic string) (int, error) {
 	if n := s.parts[topic]; n > 0 {
 		return n, nil
+	}
+	if n := s.created[topic]; n > 0 {
+		if err := s.setState(ctx, partitionsKey(topic), []byte(strconv.Itoa(n))); err != nil {
+			return 0, err
+		}
+		delete(s.created, topic)
+		return s.pin(topic, n), nil
 	}
 	now, err := s.topicPartitions(ctx, topic)
 	if err != nil {
@@ -38,19 +47,22 @@ func (s *Sink) partitions(ctx context.Context, topic string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	pinned := now
-	if raw := st[partitionsKey(topic)]; raw != nil {
-		if pinned, err = strconv.Atoi(string(raw)); err != nil || pinned <= 0 {
-			return 0, fmt.Errorf("kafka: %s on %s: %q is not a partition count", partitionsKey(topic), s.cfg.StateTopic(), raw)
+	raw := st[partitionsKey(topic)]
+	if raw == nil {
+		if err := s.setState(ctx, partitionsKey(topic), []byte(strconv.Itoa(now))); err != nil {
+			return 0, err
 		}
-	} else if err := s.setState(ctx, partitionsKey(topic), []byte(strconv.Itoa(now))); err != nil {
-		return 0, err
+		return s.pin(topic, now), nil
+	}
+	pinned, err := strconv.Atoi(string(raw))
+	if err != nil || pinned <= 0 {
+		return 0, fmt.Errorf("kafka: %s on %s: %q is not a partition count", partitionsKey(topic), s.cfg.StateTopic(), raw)
 	}
 	switch {
 	case now < pinned:
 		return 0, fmt.Errorf("kafka: topic %s has %d partitions, fewer than the %d ferry published to: it was deleted and "+
-			"made again; its rows are gone from Kafka. Publish the table anew under another --topic-prefix (a new slot, "+
-			"so a new snapshot), or delete the key %s from %s if the topic's rows were republished some other way",
+			"made again by something else than ferry. Delete it again and let ferry make it (ferry run with a new slot, "+
+			"so a new snapshot), or delete the key %s from %s if its rows were republished to it some other way",
 			topic, now, pinned, partitionsKey(topic), s.cfg.StateTopic())
 	case now > pinned:
 		s.log.Warn("the topic has more partitions than ferry first published to: each key stays on its partition among the first ones, "+
@@ -58,9 +70,14 @@ func (s *Sink) partitions(ctx context.Context, topic string) (int, error) {
 			"anew to new topics (another --topic-prefix, a new slot)",
 			zap.String("topic", topic), zap.Int("partitions", now), zap.Int("used", pinned))
 	}
-	s.parts[topic] = pinned
-	s.bal.pin(topic, pinned)
-	return pinned, nil
+	return s.pin(topic, pinned), nil
+}
+
+// pin makes n the topic's partition count for this process.
+func (s *Sink) pin(topic string, n int) int {
+	s.parts[topic] = n
+	s.bal.pin(topic, n)
+	return n
 }
 
 // topicPartitions is the number of partitions a topic has now. A topic

@@ -50,4 +50,20 @@ func TestKafkaPartitionsAdded(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.verifyAll(sink)
+	// Also when the loader happens to read the old partitions first: no
+	// message went to the partitions added.
+	topic := kafka.TableTopic("it", "public", "docs")
+	req := &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{}}
+	for p := 0; p < 8; p++ {
+		req.Topics[topic] = append(req.Topics[topic], kafkago.LastOffsetOf(p))
+	}
+	res, err := (&kafkago.Client{Addr: kafkago.TCP(e.brokers...)}).ListOffsets(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range res.Topics[topic] {
+		if p.Partition >= 2 && p.LastOffset != 0 {
+			t.Errorf("partition %d, added, holds %d messages", p.Partition, p.LastOffset)
+		}
+	}
 }

@@ -67,6 +67,9 @@ type Sink struct {
 	state  map[string][]byte // the state topic, read on first use
 	parts  map[string]int    // partitions by topic, as pinned (see partitions.go)
 	bal    *balancer
+	// created are the table topics this process made, with their
+	// partition counts, until pinned.
+	created map[string]int
 	// maxVersion is the highest version written so far, a truncation's
 	// source.lsn (informative: loaders go by HeaderTruncate).
 	maxVersion   uint64
@@ -116,7 +119,7 @@ func New(cfg Config) (*Sink, error) {
 	admin := &kafkago.Client{Addr: w.Addr, Transport: tr, Timeout: 30 * time.Second}
 	return &Sink{cfg: cfg, log: cfg.Logger, admin: admin, writer: w, bal: bal,
 		tables: map[*schema.TableMap]*table{}, parts: map[string]int{}, topics: map[string]bool{}, shown: map[string]bool{},
-		copied: map[string]int64{}, renamed: map[string]bool{}}, nil
+		copied: map[string]int64{}, renamed: map[string]bool{}, created: map[string]int{}}, nil
 }
 
 // Capabilities are the wire capabilities: the publisher is handed values
@@ -336,8 +339,11 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string, partitions int, co
 	if err := res.Errors[topic]; err != nil && !errors.Is(err, kafkago.TopicAlreadyExists) {
 		return fmt.Errorf("kafka: create topic %s: %w", topic, err)
 	}
-	if err == nil {
+	if res.Errors[topic] == nil {
 		s.log.Info("created topic", zap.String("topic", topic), zap.Int("partitions", partitions))
+		if !compacted {
+			s.created[topic] = partitions
+		}
 	}
 	s.topics[topic] = true
 	return nil
