@@ -87,6 +87,19 @@ func (r *Replicator) run(ctx context.Context) error {
 	if err := preflight(ctx, conn); err != nil {
 		return err
 	}
+	capture, err := hasDDLCapture(ctx, conn)
+	if err != nil {
+		r.log.Warn("could not tell whether ferry's DDL capture is installed", zap.Error(err))
+	} else if !capture {
+		r.log.Info("ferry's DDL capture is not installed (run ferry setup as a superuser): schema changes are seen only when a row of the table changes, and a renamed column looks like a dropped one and an added one")
+	}
+	note, err := checkServerVersion(serverMajor(conn.PgConn()), capture)
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		r.log.Warn(note)
+	}
 	if err := r.capStandbyInterval(ctx, conn); err != nil {
 		return err
 	}
@@ -97,9 +110,6 @@ func (r *Replicator) run(ctx context.Context) error {
 	rels, err := r.resolve(ctx, conn, stored)
 	if err != nil {
 		return err
-	}
-	if ok, err := hasDDLCapture(ctx, conn); err == nil && !ok {
-		r.log.Info("ferry's DDL capture is not installed (run ferry setup as a superuser): schema changes are seen only when a row of the table changes, and a renamed column looks like a dropped one and an added one")
 	}
 	empty, err := r.prepare(ctx, rels)
 	if err != nil {
