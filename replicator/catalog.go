@@ -175,6 +175,7 @@ type catalogTable struct {
 	Ident      string          `json:"ident"`
 	Kind       string          `json:"kind"`
 	Partitions []uint32        `json:"partitions"`
+	Leaves     []leafState     `json:"leaves"` // a partitioned table's leaf partitions (see partguard.go); nil for a plain table
 	Columns    []catalogColumn `json:"columns"`
 }
 
@@ -228,6 +229,7 @@ const tableJSON = `jsonb_build_object(
 	'oid', c.oid::bigint, 'schema', n.nspname, 'name', c.relname,
 	'ident', c.relreplident::text, 'kind', c.relkind::text,
 	'partitions', coalesce((SELECT jsonb_agg(i.inhrelid::bigint ORDER BY i.inhrelid) FROM pg_inherits i WHERE i.inhparent = c.oid), '[]'::jsonb),
+	'leaves', ` + leavesJSON + `,
 	'columns', coalesce((SELECT jsonb_agg(jsonb_build_object(
 		'attnum', a.attnum, 'name', a.attname, 'typid', a.atttypid::bigint, 'typmod', a.atttypmod,
 		'typname', format_type(a.atttypid, a.atttypmod), 'basename', coalesce(et.typname, bt.typname), 'notnull', a.attnotnull,

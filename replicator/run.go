@@ -120,7 +120,7 @@ func (r *Replicator) run(ctx context.Context) error {
 		return err
 	}
 	if !copied {
-		if err := r.copyMissing(ctx, union(empty, added), start); err != nil {
+		if err := r.copyMissing(ctx, conn, union(empty, added), start); err != nil {
 			return err
 		}
 	}
@@ -258,6 +258,9 @@ func (r *Replicator) stream(ctx context.Context, rels []*relation, start, target
 	}
 	for _, rel := range rels {
 		s.byOID[rel.ref.OID] = rel
+	}
+	if err := s.startGuard(ctx, start); err != nil {
+		return err
 	}
 	defer func() {
 		if s.sql != nil {

@@ -1,0 +1,72 @@
+package replicator_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestPartitionChangesWithoutCapture: without ferry setup, PostgreSQL
+// publishes no TRUNCATE, DETACH or DROP of one partition of a table
+// published through its root. ferry must stop with an error that names the
+// partition and the fix rather than keep the partition's rows in ClickHouse,
+// and must go on through what PostgreSQL does publish: a TRUNCATE of the
+// root, a new partition filled by inserts.
+func TestPartitionChangesWithoutCapture(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE m (id int, region int, v text, PRIMARY KEY (id, region)) PARTITION BY LIST (region)`,
+		`CREATE TABLE m1 PARTITION OF m FOR VALUES IN (1)`, `CREATE TABLE m2 PARTITION OF m FOR VALUES IN (2)`,
+		`INSERT INTO m SELECT g, 1 + g % 2, 'v' || g FROM generate_series(1, 400) g`)
+	cfg := e.config()
+	e.mustCatchUp(cfg)
+
+	e.exec(`TRUNCATE m`, `INSERT INTO m SELECT g, 1 + g % 2, 'w' || g FROM generate_series(1, 300) g`,
+		`CREATE TABLE m3 PARTITION OF m FOR VALUES IN (3)`, `INSERT INTO m SELECT g, 3, 'new' FROM generate_series(1, 50) g`)
+	e.mustCatchUp(cfg)
+	if n := e.verifyAll(cfg)["public.m"]; n != 350 {
+		t.Fatalf("after a root TRUNCATE and a new partition: %d rows, want 350", n)
+	}
+
+	resync := func() {
+		t.Helper()
+		if err := e.ch.Exec(context.Background(), "DROP TABLE "+e.table("m")); err != nil {
+			t.Fatal(err)
+		}
+		e.mustCatchUp(cfg)
+	}
+	for _, c := range []struct{ before, change, partition string }{
+		{``, `TRUNCATE m1`, "public.m1"},
+		{``, `ALTER TABLE m DETACH PARTITION m2`, "public.m2"},
+		{``, `DROP TABLE m3`, "public.m3"},
+		{`CREATE TABLE m4 (LIKE m); INSERT INTO m4 SELECT g, 4, 'own' FROM generate_series(1, 5) g`,
+			`ALTER TABLE m ATTACH PARTITION m4 FOR VALUES IN (4)`, "public.m4"},
+	} {
+		if c.before != "" {
+			e.exec(c.before)
+		}
+		e.exec(c.change)
+		err := e.catchUp(cfg)
+		if err == nil {
+			pg := e.pgStrings(`SELECT count(*) FROM m`)[0][0]
+			ch := e.chStrings(`SELECT toString(count()) FROM ` + e.table("m") + ` FINAL WHERE _ferry_deleted = 0`)[0][0]
+			t.Fatalf("%s: ferry went on without an error; PostgreSQL holds %s rows of m, ClickHouse %s", c.change, pg, ch)
+		}
+		for _, want := range []string{c.partition, "public.m", "DROP TABLE"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: the error does not name %q: %v", c.change, want, err)
+			}
+		}
+		t.Logf("%s: %v", c.change, err)
+		// Stopped again at once: the change is not forgotten by a restart.
+		if err := e.catchUp(cfg); err == nil {
+			t.Fatalf("%s: a restart went on without an error", c.change)
+		}
+		resync()
+		e.verifyAll(cfg)
+	}
+	e.exec(`INSERT INTO m SELECT g, 1, 'after' FROM generate_series(1, 10) g`)
+	e.mustCatchUp(cfg)
+	if n := e.verifyAll(cfg)["public.m"]; n != 15 {
+		t.Errorf("at the end: %d rows, want 15", n)
+	}
+}
