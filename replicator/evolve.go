@@ -114,6 +114,8 @@ func (s *stream) evolve(ctx context.Context, rel *relation, d described, byAttnu
 	// The catalog's leaves (in a captured DDL's description too) may show a
 	// partition change the stream did not carry: only a copy explains them.
 	d.doc.Leaves = rel.doc.Leaves
+	// The row key encoding is the ClickHouse rows', which only a copy changes.
+	d.table.DistinctNull, d.doc.DistinctNull = rel.tm.Source.DistinctNull, rel.doc.DistinctNull
 	attach := byAttnum && !reflect.DeepEqual(rel.partitions, d.partitions)
 	if reflect.DeepEqual(rel.tm.Source, d.table) && !attach {
 		rel.typeOIDs, rel.attnums, rel.hasDefault, rel.partitions, rel.doc = d.typeOIDs, d.attnums, d.hasDefault, d.partitions, d.doc
@@ -160,6 +162,7 @@ func (s *stream) evolve(ctx context.Context, rel *relation, d described, byAttnu
 		if err := refreshLeaves(ctx, conn, next); err != nil {
 			return err
 		}
+		next.keyNullsApart()
 		if err := s.rebuild(ctx, next, version); err != nil {
 			return err
 		}

@@ -57,6 +57,7 @@ func (r *Replicator) copyMissing(ctx context.Context, conn *pgx.Conn, rels []*re
 		if err := refreshLeaves(ctx, conn, rel); err != nil {
 			return err
 		}
+		rel.keyNullsApart()
 		if err := r.copyFresh(ctx, rel, rel.tm, uint64(start)); err != nil {
 			return fmt.Errorf("copy %s: %w", rel.ref, err)
 		}
