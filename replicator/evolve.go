@@ -41,7 +41,7 @@ func (s *stream) ddl(ctx context.Context, ev ddlEvent, version uint64) error {
 	switch {
 	case ev.Tag == "DROP TABLE":
 		if rel == nil {
-			return nil
+			return s.partitionDropped(ctx, ev.Table.OID, version)
 		}
 		if err := s.flush(ctx); err != nil {
 			return err

@@ -313,3 +313,27 @@ func (s *stream) startGuard(ctx context.Context, start pglogrepl.LSN) error {
 	}
 	return nil
 }
+
+// partitionDropped rebuilds the table a captured DROP TABLE removed a leaf
+// partition of (PostgreSQL publishes nothing for it): its partitions, read
+// now, differ from those ferry knows, which makes evolve copy it anew.
+func (s *stream) partitionDropped(ctx context.Context, leaf uint32, version uint64) error {
+	for _, rel := range s.partitioned() {
+		for _, l := range rel.doc.Leaves {
+			if l.OID != leaf {
+				continue
+			}
+			conn, err := s.pg(ctx)
+			if err != nil {
+				return err
+			}
+			d, err := describeTable(ctx, conn, rel.ref)
+			if err != nil {
+				return err
+			}
+			s.log.Info("a partition was dropped: rebuilding its table", zap.Stringer("table", rel.ref), zap.String("partition", l.Name))
+			return s.evolve(ctx, rel, d, true, version)
+		}
+	}
+	return nil
+}

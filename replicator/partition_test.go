@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/ferry-cdc/ferry/replicator"
 )
 
 // TestPartitionChangesWithoutCapture: without ferry setup, PostgreSQL
@@ -68,5 +70,35 @@ func TestPartitionChangesWithoutCapture(t *testing.T) {
 	e.mustCatchUp(cfg)
 	if n := e.verifyAll(cfg)["public.m"]; n != 15 {
 		t.Errorf("at the end: %d rows, want 15", n)
+	}
+}
+
+// TestPartitionChangesWithCapture: with ferry setup, DETACH and DROP of a
+// partition reach ferry as DDL and the table is rebuilt; a TRUNCATE of a
+// partition, which fires no event trigger, still stops ferry.
+func TestPartitionChangesWithCapture(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE m (id int, region int, v text, PRIMARY KEY (id, region)) PARTITION BY LIST (region)`,
+		`CREATE TABLE m1 PARTITION OF m FOR VALUES IN (1)`, `CREATE TABLE m2 PARTITION OF m FOR VALUES IN (2)`,
+		`CREATE TABLE m3 PARTITION OF m FOR VALUES IN (3)`,
+		`INSERT INTO m SELECT g, 1 + g % 3, 'v' || g FROM generate_series(1, 300) g`)
+	if err := replicator.Setup(context.Background(), e.adminURL, "ferry"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.config()
+	e.mustCatchUp(cfg)
+	e.exec(`DROP TABLE m3`)
+	e.mustCatchUp(cfg)
+	if n := e.verifyAll(cfg)["public.m"]; n != 200 {
+		t.Errorf("after DROP TABLE m3: %d rows, want 200", n)
+	}
+	e.exec(`ALTER TABLE m DETACH PARTITION m2`, `INSERT INTO m VALUES (1000, 1, 'after')`)
+	e.mustCatchUp(cfg)
+	if n := e.verifyAll(cfg)["public.m"]; n != 101 {
+		t.Errorf("after DETACH PARTITION m2: %d rows, want 101", n)
+	}
+	e.exec(`TRUNCATE m1`)
+	if err := e.catchUp(cfg); err == nil || !strings.Contains(err.Error(), "public.m1") {
+		t.Errorf("TRUNCATE of a partition with capture: %v, want an error naming public.m1", err)
 	}
 }
