@@ -44,6 +44,7 @@ const leavesJSON = `CASE WHEN c.relkind = 'p' THEN coalesce((SELECT jsonb_agg(js
 type leafNow struct {
 	leafState
 	xmin uint32 // of its pg_class row: the transaction that last changed it
+	cmin uint32 // and the command of that transaction
 }
 
 // partGuard holds back confirmations until the partitions of every
@@ -193,7 +194,8 @@ func (s *stream) partitionChanges(ctx context.Context, conn *pgx.Conn, rel *rela
 
 // readLeaves reads a partitioned table's leaves from the catalog.
 func readLeaves(ctx context.Context, conn *pgx.Conn, root uint32) ([]leafNow, error) {
-	rows, err := conn.Query(ctx, `SELECT c.oid::bigint, c.relfilenode::bigint, format('%I.%I', n.nspname, c.relname), c.xmin::text::bigint
+	rows, err := conn.Query(ctx, `SELECT c.oid::bigint, c.relfilenode::bigint, format('%I.%I', n.nspname, c.relname),
+		c.xmin::text::bigint, c.cmin::text::bigint
 		FROM pg_partition_tree($1::oid) p JOIN pg_class c ON c.oid = p.relid JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE p.isleaf ORDER BY 1`, int64(root))
 	if err != nil {
@@ -201,13 +203,13 @@ func readLeaves(ctx context.Context, conn *pgx.Conn, root uint32) ([]leafNow, er
 	}
 	var out []leafNow
 	for rows.Next() {
-		var oid, node, xmin int64
+		var oid, node, xmin, cmin int64
 		var l leafNow
-		if err := rows.Scan(&oid, &node, &l.Name, &xmin); err != nil {
+		if err := rows.Scan(&oid, &node, &l.Name, &xmin, &cmin); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read the partitions of table %d: %w", root, err)
 		}
-		l.OID, l.Node, l.xmin = uint32(oid), uint32(node), uint32(xmin)
+		l.OID, l.Node, l.xmin, l.cmin = uint32(oid), uint32(node), uint32(xmin), uint32(cmin)
 		out = append(out, l)
 	}
 	rows.Close()
@@ -217,14 +219,17 @@ func readLeaves(ctx context.Context, conn *pgx.Conn, root uint32) ([]leafNow, er
 	return out, nil
 }
 
-// rowsOlderThan reports whether a new leaf holds a row written before the
-// transaction that made it a partition (the last to change its pg_class
-// row): rows PostgreSQL did not publish through the root. Read through
-// the root, on which ferry has SELECT.
+// rowsOlderThan reports whether a new leaf holds a row written before it
+// became a partition (the last change of its pg_class row): rows
+// PostgreSQL did not publish through the root. A row of an older
+// transaction is, and so is one its own transaction wrote in an earlier
+// command (CREATE TABLE, INSERT, ATTACH PARTITION in one transaction).
+// Read through the root, on which ferry has SELECT.
 func rowsOlderThan(ctx context.Context, conn *pgx.Conn, root tableRef, l leafNow) (bool, error) {
 	var older bool
 	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+root.quoted()+` WHERE tableoid = $1::oid
-		AND xmin::text::bigint <> $2 AND age(xmin) > age($2::text::xid))`, int64(l.OID), int64(l.xmin)).Scan(&older)
+		AND CASE WHEN xmin::text::bigint = $2 THEN cmin::text::bigint < $3 ELSE age(xmin) > age($2::text::xid) END)`,
+		int64(l.OID), int64(l.xmin), int64(l.cmin)).Scan(&older)
 	if err != nil {
 		return false, fmt.Errorf("look at the rows of new partition %s of %s: %w", l.Name, root, err)
 	}

@@ -23,10 +23,11 @@ func TestPartitionChangesWithoutCapture(t *testing.T) {
 	e.mustCatchUp(cfg)
 
 	e.exec(`TRUNCATE m`, `INSERT INTO m SELECT g, 1 + g % 2, 'w' || g FROM generate_series(1, 300) g`,
-		`CREATE TABLE m3 PARTITION OF m FOR VALUES IN (3)`, `INSERT INTO m SELECT g, 3, 'new' FROM generate_series(1, 50) g`)
+		`CREATE TABLE m3 PARTITION OF m FOR VALUES IN (3)`, `INSERT INTO m SELECT g, 3, 'new' FROM generate_series(1, 50) g`,
+		`BEGIN; CREATE TABLE m6 PARTITION OF m FOR VALUES IN (6); INSERT INTO m SELECT g, 6, 'same tx' FROM generate_series(1, 20) g; COMMIT`)
 	e.mustCatchUp(cfg)
-	if n := e.verifyAll(cfg)["public.m"]; n != 350 {
-		t.Fatalf("after a root TRUNCATE and a new partition: %d rows, want 350", n)
+	if n := e.verifyAll(cfg)["public.m"]; n != 370 {
+		t.Fatalf("after a root TRUNCATE and new partitions: %d rows, want 370", n)
 	}
 
 	resync := func() {
@@ -42,6 +43,8 @@ func TestPartitionChangesWithoutCapture(t *testing.T) {
 		{``, `DROP TABLE m3`, "public.m3"},
 		{`CREATE TABLE m4 (LIKE m); INSERT INTO m4 SELECT g, 4, 'own' FROM generate_series(1, 5) g`,
 			`ALTER TABLE m ATTACH PARTITION m4 FOR VALUES IN (4)`, "public.m4"},
+		{``, `BEGIN; CREATE TABLE m5 (LIKE m); INSERT INTO m5 SELECT g, 5, 'own' FROM generate_series(1, 5) g;
+			ALTER TABLE m ATTACH PARTITION m5 FOR VALUES IN (5); COMMIT`, "public.m5"},
 	} {
 		if c.before != "" {
 			e.exec(c.before)
@@ -68,8 +71,8 @@ func TestPartitionChangesWithoutCapture(t *testing.T) {
 	}
 	e.exec(`INSERT INTO m SELECT g, 1, 'after' FROM generate_series(1, 10) g`)
 	e.mustCatchUp(cfg)
-	if n := e.verifyAll(cfg)["public.m"]; n != 15 {
-		t.Errorf("at the end: %d rows, want 15", n)
+	if n := e.verifyAll(cfg)["public.m"]; n != 40 {
+		t.Errorf("at the end: %d rows, want 40", n)
 	}
 }
 
