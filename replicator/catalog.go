@@ -145,6 +145,14 @@ func queryRefs(ctx context.Context, conn *pgx.Conn, sql string, args ...any) ([]
 	return refs, rows.Err()
 }
 
+// keyNullsApart marks a table whose ClickHouse rows are all still to be
+// written to key NULL apart from the text \N (schema.Table.DistinctNull).
+func (d *described) keyNullsApart() { d.table.DistinctNull, d.doc.DistinctNull = true, true }
+
+// keyNullsApart is described.keyNullsApart for a table about to be copied
+// into an empty ClickHouse table.
+func (r *relation) keyNullsApart() { r.tm.Source.DistinctNull, r.doc.DistinctNull = true, true }
+
 // described is a table as the catalog describes it.
 type described struct {
 	table      schema.Table
@@ -169,13 +177,17 @@ func describeTable(ctx context.Context, conn *pgx.Conn, ref tableRef) (described
 // emits the same document, so the stream and the catalog describe a table
 // alike.
 type catalogTable struct {
-	OID        uint32          `json:"oid"`
-	Schema     string          `json:"schema"`
-	Name       string          `json:"name"`
-	Ident      string          `json:"ident"`
-	Kind       string          `json:"kind"`
-	Partitions []uint32        `json:"partitions"`
-	Columns    []catalogColumn `json:"columns"`
+	OID        uint32      `json:"oid"`
+	Schema     string      `json:"schema"`
+	Name       string      `json:"name"`
+	Ident      string      `json:"ident"`
+	Kind       string      `json:"kind"`
+	Partitions []uint32    `json:"partitions"`
+	Leaves     []leafState `json:"leaves"` // a partitioned table's leaf partitions (see partguard.go); nil for a plain table
+	// DistinctNull: the ClickHouse rows were keyed with NULL apart from \N
+	// (schema.Table.DistinctNull); absent from states stored before.
+	DistinctNull bool            `json:"distinct_null,omitempty"`
+	Columns      []catalogColumn `json:"columns"`
 }
 
 type catalogColumn struct {
@@ -207,7 +219,8 @@ func (ct catalogTable) ref(appendOnly bool) tableRef {
 }
 
 func (ct catalogTable) described(appendOnly bool) described {
-	d := described{table: schema.Table{Schema: ct.Schema, Name: ct.Name, AppendOnly: appendOnly}, partitions: ct.Partitions, doc: ct}
+	d := described{table: schema.Table{Schema: ct.Schema, Name: ct.Name, AppendOnly: appendOnly, DistinctNull: ct.DistinctNull},
+		partitions: ct.Partitions, doc: ct}
 	if ct.Ident != "" {
 		d.ident = ct.Ident[0]
 	}
@@ -237,6 +250,7 @@ const tableJSON = `jsonb_build_object(
 	'oid', c.oid::bigint, 'schema', n.nspname, 'name', c.relname,
 	'ident', c.relreplident::text, 'kind', c.relkind::text,
 	'partitions', coalesce((SELECT jsonb_agg(i.inhrelid::bigint ORDER BY i.inhrelid) FROM pg_inherits i WHERE i.inhparent = c.oid), '[]'::jsonb),
+	'leaves', ` + leavesJSON + `,
 	'columns', coalesce((SELECT jsonb_agg(jsonb_build_object(
 		'attnum', a.attnum, 'name', a.attname, 'typid', a.atttypid::bigint, 'typmod', a.atttypmod,
 		'typname', format_type(a.atttypid, a.atttypmod), 'basename', coalesce(eb.typname, bt.typname), 'notnull', a.attnotnull,

@@ -109,7 +109,7 @@ func (r *relation) setRowKey(row *loader.Row) error {
 			return fmt.Errorf("table %s: column %q came as an unchanged TOAST value without the old row's value, "+
 				"so the row cannot be identified: add a primary key to the table", r.ref, r.tm.Columns[i].Name)
 		}
-		buf = schema.AppendEncoded(buf, v)
+		buf = schema.AppendRowKeyValue(buf, v, r.tm.Source)
 	}
 	// A hash keeps the sorting key short whatever the row holds; 128 bits
 	// make a collision between two rows of one table beyond reach.

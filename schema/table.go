@@ -41,6 +41,10 @@ type Table struct {
 	// one encoded key column (RowKeyColumn). Rows equal in every column are
 	// one row in ClickHouse.
 	FullRow bool
+	// DistinctNull: the table's row keys encode NULL apart from the text \N
+	// (AppendRowKeyValue). Tables whose ClickHouse rows were keyed before
+	// ferry did so keep the old keys until the table is copied anew.
+	DistinctNull bool `json:",omitempty"`
 }
 
 // QualifiedName is the table's PostgreSQL name, quoted for SQL.

@@ -286,8 +286,26 @@ func appendPadded(b []byte, n, width int) []byte {
 
 // AppendEncoded appends v's Canonical form to buf, prefixed with its length,
 // so that a run of encoded values can be split only one way: two rows
-// encode alike exactly when their values are canonically equal.
+// encode alike exactly when their values are canonically equal. NULL is
+// "N", which no length starts with (its Canonical form \N is also a text's).
 func AppendEncoded(buf []byte, v any) []byte {
+	if v == nil {
+		return append(buf, 'N')
+	}
+	return appendLengthPrefixed(buf, v)
+}
+
+// AppendRowKeyValue is AppendEncoded for the row key of table t (a FullRow
+// table): before DistinctNull, NULL encoded as the text \N, and a table
+// keyed so keeps that encoding, or its rows' keys would change under it.
+func AppendRowKeyValue(buf []byte, v any, t Table) []byte {
+	if v == nil && !t.DistinctNull {
+		return appendLengthPrefixed(buf, v)
+	}
+	return AppendEncoded(buf, v)
+}
+
+func appendLengthPrefixed(buf []byte, v any) []byte {
 	c := Canonical(v)
 	buf = strconv.AppendInt(buf, int64(len(c)), 10)
 	buf = append(buf, ':')

@@ -153,3 +153,26 @@ func TestCanonicalEqual(t *testing.T) {
 		})
 	}
 }
+
+// TestRowKeyNullEncoding: NULL and the text \N encode apart, except in the
+// row keys of a table keyed before that (DistinctNull unset), whose rows in
+// ClickHouse carry keys of the old encoding.
+func TestRowKeyNullEncoding(t *testing.T) {
+	text := `\N`
+	if a, b := AppendEncoded(nil, nil), AppendEncoded(nil, text); string(a) == string(b) {
+		t.Errorf("NULL and the text \\N both encode as %q", a)
+	}
+	fresh := Table{FullRow: true, DistinctNull: true}
+	if a, b := AppendRowKeyValue(nil, nil, fresh), AppendRowKeyValue(nil, text, fresh); string(a) == string(b) {
+		t.Errorf("a new table's row keys: NULL and \\N both encode as %q", a)
+	}
+	legacy := Table{FullRow: true}
+	if got := string(AppendRowKeyValue(nil, nil, legacy)); got != `2:\N` {
+		t.Errorf("a table keyed before DistinctNull: NULL encodes as %q, its stored rows' keys used 2:\\N", got)
+	}
+	for _, v := range []any{text, "x", int64(5), []any{nil, "NULL"}} {
+		if a, b := AppendRowKeyValue(nil, v, legacy), AppendRowKeyValue(nil, v, fresh); string(a) != string(b) {
+			t.Errorf("%#v: legacy %q, new %q: only NULL's encoding changed", v, a, b)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -61,6 +62,9 @@ type Config struct {
 	// must then have none), e.g. read from a file. It never appears in a
 	// message. Default: the DSN's.
 	Password string
+	// Clock is read for the updated column of ferry's state tables.
+	// Default: time.Now.
+	Clock func() time.Time
 }
 
 // Sink writes batches into the ClickHouse tables of one database. Its
@@ -81,8 +85,11 @@ type Sink struct {
 	// snapshotReady is set once the snapshot state table exists.
 	snapshotReady bool
 	closed        bool
-	// lastUpdated is the last version SetSnapshotState wrote.
+	// lastUpdated is the last updated value of a state row written or, once
+	// updatedRead, read back (see nextUpdated).
 	lastUpdated uint64
+	updatedRead bool
+	now         func() time.Time // Config.Clock
 }
 
 // New connects to ClickHouse, checks that it answers and reads its version,
@@ -129,6 +136,10 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		log:     cfg.Logger,
 		chunk:   cfg.LookupChunk,
 		red:     red,
+		now:     cfg.Clock,
+	}
+	if s.now == nil {
+		s.now = time.Now
 	}
 	if s.db == "" {
 		s.db = opts.Auth.Database

@@ -3,7 +3,6 @@ package clickhouse
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/schema"
@@ -64,14 +63,15 @@ func (s *Sink) SetSnapshotState(ctx context.Context, slot string, st loader.Snap
 	if err := s.ensureSnapshotTable(ctx); err != nil {
 		return err
 	}
+	updated, err := s.nextUpdated(ctx)
+	if err != nil {
+		return err
+	}
 	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(snapshotTable)+" (slot, lsn, done, updated)")
 	if err != nil {
 		return s.red.wrap(err, "clickhouse: set snapshot state of slot %q", slot)
 	}
 	done := boolUint8(st.Done)
-	// updated orders the rows of a slot; it grows even if the clock does not.
-	updated := max(uint64(time.Now().UnixNano()), s.lastUpdated+1)
-	s.lastUpdated = updated
 	if err := batch.Append(slot, st.LSN, done, updated); err != nil {
 		_ = batch.Abort()
 		return fmt.Errorf("clickhouse: set snapshot state of slot %q: %w", slot, err)

@@ -51,6 +51,8 @@ type Config struct {
 	// a tombstone (the row's key with a null value), which lets log
 	// compaction forget a deleted row. Default false: tombstones are sent.
 	OmitTombstones bool
+	// Clock is read for envelope times and truncation ids. Default: time.Now.
+	Clock func() time.Time
 }
 
 // Sink publishes batches of rows as Debezium envelopes, one topic per
@@ -100,6 +102,9 @@ func New(cfg Config) (*Sink, error) {
 	}
 	if cfg.BatchTimeout <= 0 {
 		cfg.BatchTimeout = 2 * time.Millisecond
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
 	}
 	// One transport for the admin client and the writer: creating a topic
 	// refreshes the transport's metadata cache, so the writer sees it.
@@ -276,9 +281,11 @@ func (s *Sink) marker(ctx context.Context, t *table, extra []kafkago.Header) err
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	id := max(now.UnixNano(), s.lastTruncate+1)
-	s.lastTruncate = id
+	now := s.cfg.Clock()
+	id, err := s.nextTruncation(ctx, now)
+	if err != nil {
+		return err
+	}
 	src := t.tm.Source
 	env := envelope{Before: nullJSON, After: nullJSON, Op: opTruncate, TsMs: now.UnixMilli(),
 		Source: sourceInfo{Connector: "ferry", Name: s.cfg.TopicPrefix, DB: s.cfg.Database, Schema: src.Schema,
@@ -347,4 +354,29 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string, partitions int, co
 	}
 	s.topics[topic] = true
 	return nil
+}
+// nextTruncation returns a truncation id above every one published before
+// with this topic prefix: a loader takes a truncation whose id is not above
+// the last it applied for one it applied already, so an id from a clock
+// stepped back across a restart would leave the table's rows in place. The
+// last id is kept on the state topic, written before the truncation is
+// published; the clock only keeps ids readable as times.
+func (s *Sink) nextTruncation(ctx context.Context, now time.Time) (int64, error) {
+	st, err := s.states(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if raw := st[truncationKey(s.cfg.TopicPrefix)]; raw != nil {
+		stored, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("kafka: read the last truncation id on %s: %w", s.cfg.StateTopic(), err)
+		}
+		s.lastTruncate = max(s.lastTruncate, stored)
+	}
+	id := max(now.UnixNano(), s.lastTruncate+1)
+	if err := s.setState(ctx, truncationKey(s.cfg.TopicPrefix), strconv.AppendInt(nil, id, 10)); err != nil {
+		return 0, err
+	}
+	s.lastTruncate = id
+	return id, nil
 }
