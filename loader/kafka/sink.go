@@ -355,6 +355,7 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string, partitions int, co
 	s.topics[topic] = true
 	return nil
 }
+
 // nextTruncation returns a truncation id above every one published before
 // with this topic prefix: a loader takes a truncation whose id is not above
 // the last it applied for one it applied already, so an id from a clock
