@@ -186,7 +186,19 @@ func (s *stream) relation(oid uint32) (*relation, bool) {
 }
 
 // add queues a row, first encoding the key of a FullRow table's row.
+//
+// A row's Seq numbers it among the rows that share its WAL position: the
+// changes PostgreSQL decodes from one multi-insert record (COPY writes one
+// per heap page), which an append-only table would otherwise keep as one
+// row. They come one after another within one transaction, and PostgreSQL
+// sends a transaction again only whole and in the same order, so a replay
+// numbers them the same and collapses onto the first write.
 func (s *stream) add(rel *relation, row loader.Row, size int) error {
+	if row.Version != s.sameAt {
+		s.sameAt, s.sameNext = row.Version, 0
+	}
+	row.Seq = s.sameNext
+	s.sameNext++
 	if err := rel.setRowKey(&row); err != nil {
 		return err
 	}
