@@ -176,6 +176,8 @@ type catalogTable struct {
 	Kind       string          `json:"kind"`
 	Partitions []uint32        `json:"partitions"`
 	Columns    []catalogColumn `json:"columns"`
+	// Copied is the relation's copyCut, kept with the stored state.
+	Copied *copyCut `json:"copied,omitempty"`
 }
 
 type catalogColumn struct {

@@ -110,7 +110,7 @@ func (r *Replicator) run(ctx context.Context) error {
 		return err
 	}
 	if !copied {
-		if err := r.copyMissing(ctx, union(empty, added), start); err != nil {
+		if err := r.copyMissing(ctx, union(empty, added)); err != nil {
 			return err
 		}
 	}

@@ -31,8 +31,9 @@ type stream struct {
 	skipped map[uint32]bool      // relations of the publication ferry was not asked for
 
 	inTx           bool
-	txID           uint32 // xid of the transaction being received
-	txCommitMicros int64  // and its commit time, from its Begin message
+	txID           uint32        // xid of the transaction being received
+	txCommitMicros int64         // and its commit time, from its Begin message
+	txCommit       pglogrepl.LSN // and the position of its commit
 	// The changes of a multi-insert record (COPY) share a WAL position:
 	// sameAt is the position of the last row added, sameNext the number
 	// the next row at that position gets (see add).
