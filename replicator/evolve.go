@@ -101,8 +101,8 @@ func relationKey(m *pglogrepl.RelationMessage, c *pglogrepl.RelationMessageColum
 
 // evolve moves a table to its new description. In-place ClickHouse changes
 // are used where they keep every row exact; otherwise the table is rebuilt
-// from a fresh copy (see copyFresh), whose shadow table version, the
-// change's WAL position, names.
+// from a fresh copy (see copyFresh) into a shadow table named after
+// version, the change's WAL position.
 func (s *stream) evolve(ctx context.Context, rel *relation, d described, byAttnum bool, version uint64) error {
 	if rel.ref.AppendOnly {
 		d.table.AppendOnly = true
