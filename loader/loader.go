@@ -22,11 +22,14 @@ type Row struct {
 	// by schema.ColumnMap.Convert; nil is NULL. For a deleted row only the
 	// key columns matter; the others hold ColumnMap.Zero().
 	Values []any
-	// Version grows with every change of a row: the change's WAL position,
-	// 0 for rows of the initial snapshot.
+	// Version grows with every change of a row: the change's WAL position;
+	// 0 for rows of the initial snapshot, and for those of a copy taken
+	// while the stream runs a position below every change not in the copy.
 	Version uint64
-	// Seq tells apart rows of an append-only table that share a Version
-	// (snapshot rows, which all have Version 0). Unused for keyed tables.
+	// Seq tells apart rows of an append-only table that share a Version:
+	// a copy's rows count from 1; a change's rows from 0 among those at
+	// one WAL position (a multi-insert record, as COPY FROM writes, holds
+	// many). Unused for keyed tables.
 	Seq uint64
 	// RowKey identifies a row of a FullRow table (schema.Table.FullRow): a
 	// hash of schema.AppendEncoded of all its values. Unused for other tables.

@@ -188,6 +188,8 @@ type catalogTable struct {
 	// (schema.Table.DistinctNull); absent from states stored before.
 	DistinctNull bool            `json:"distinct_null,omitempty"`
 	Columns      []catalogColumn `json:"columns"`
+	// Copied is the relation's copyCut, kept with the stored state.
+	Copied *copyCut `json:"copied,omitempty"`
 }
 
 type catalogColumn struct {

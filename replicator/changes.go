@@ -35,7 +35,7 @@ func (s *stream) apply(ctx context.Context, data []byte, at pglogrepl.LSN) error
 	switch m := msg.(type) {
 	case *pglogrepl.BeginMessage:
 		s.inTx = true
-		s.txID, s.txCommitMicros = m.Xid, m.CommitTime.UnixMicro()
+		s.txID, s.txCommitMicros, s.txCommit = m.Xid, m.CommitTime.UnixMicro(), m.FinalLSN
 	case *pglogrepl.CommitMessage:
 		return s.commit(ctx, m)
 	case *pglogrepl.RelationMessage:
@@ -170,8 +170,8 @@ func (s *stream) truncate(ctx context.Context, m *pglogrepl.TruncateMessage) err
 	}
 	for _, oid := range m.RelationIDs {
 		rel, ok := s.relation(oid)
-		if !ok || rel.tm.Source.AppendOnly {
-			continue
+		if !ok || rel.tm.Source.AppendOnly || rel.copied.holds(s.txID, s.txCommit) {
+			continue // a copy that holds the transaction was taken after the truncation
 		}
 		s.observe(rel, "truncate")
 		if err := s.sink.Truncate(ctx, rel.tm); err != nil {
@@ -190,8 +190,25 @@ func (s *stream) relation(oid uint32) (*relation, bool) {
 	return rel, rel != nil
 }
 
-// add queues a row, first encoding the key of a FullRow table's row.
+// add queues a row, first encoding the key of a FullRow table's row. It
+// leaves out the rows of a transaction that a copy of the table holds
+// (see copycut.go).
+//
+// A row's Seq numbers it among the rows that share its WAL position: the
+// changes PostgreSQL decodes from one multi-insert record (COPY writes one
+// per heap page), which an append-only table would otherwise keep as one
+// row. They come one after another within one transaction, and PostgreSQL
+// sends a transaction again only whole and in the same order, so a replay
+// numbers them the same and collapses onto the first write.
 func (s *stream) add(rel *relation, row loader.Row, size int) error {
+	if row.Version != s.sameAt {
+		s.sameAt, s.sameNext = row.Version, 0
+	}
+	row.Seq = s.sameNext
+	s.sameNext++
+	if rel.copied.holds(s.txID, s.txCommit) {
+		return nil
+	}
 	if err := rel.setRowKey(&row); err != nil {
 		return err
 	}

@@ -28,7 +28,9 @@ type streamInserter interface {
 	InsertStream(ctx context.Context, tm *schema.TableMap) (send func(rows []loader.Row) error, end func(commit bool) error, err error)
 }
 
-// copyJob is the copy of one table into target, rows getting Version version.
+// copyJob is the copy of one table into target, rows getting Version
+// version: 0 for the initial copy, below every change the stream brings
+// afterwards for one taken while it runs (see copycut.go).
 type copyJob struct {
 	rel     *relation
 	target  *schema.TableMap

@@ -26,6 +26,9 @@ type relation struct {
 	// stale: the ClickHouse table holds placeholders for columns the copy
 	// could not read as the stream describes them; the next change rebuilds.
 	stale bool
+	// copied, after a copy taken while the stream ran, tells which
+	// transactions the copy holds: the stream leaves their changes out.
+	copied *copyCut
 }
 
 // values converts a pgoutput tuple into row values. An unchanged TOAST

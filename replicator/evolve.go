@@ -51,7 +51,7 @@ func (s *stream) ddl(ctx context.Context, ev ddlEvent, version uint64) error {
 			zap.Stringer("table", rel.ref), zap.String("clickhouse_table", rel.tm.Name))
 		return nil
 	case rel == nil:
-		return s.join(ctx, ev.Table.OID, version)
+		return s.join(ctx, ev.Table.OID)
 	}
 	return s.evolve(ctx, rel, ev.Table.described(rel.ref.AppendOnly), true, version)
 }
@@ -64,7 +64,7 @@ func (s *stream) ddl(ctx context.Context, ev ddlEvent, version uint64) error {
 func (s *stream) relationMessage(ctx context.Context, m *pglogrepl.RelationMessage, version uint64) error {
 	rel := s.byOID[m.RelationID]
 	if rel == nil {
-		return s.join(ctx, m.RelationID, version)
+		return s.join(ctx, m.RelationID)
 	}
 	if sameShape(rel, m) {
 		return nil
@@ -101,8 +101,8 @@ func relationKey(m *pglogrepl.RelationMessage, c *pglogrepl.RelationMessageColum
 
 // evolve moves a table to its new description. In-place ClickHouse changes
 // are used where they keep every row exact; otherwise the table is rebuilt
-// from a fresh copy whose rows get version, so that every change after
-// this point still wins over them.
+// from a fresh copy (see copyFresh) into a shadow table named after
+// version, the change's WAL position.
 func (s *stream) evolve(ctx context.Context, rel *relation, d described, byAttnum bool, version uint64) error {
 	if rel.ref.AppendOnly {
 		d.table.AppendOnly = true
@@ -133,6 +133,7 @@ func (s *stream) evolve(ctx context.Context, rel *relation, d described, byAttnu
 		return err
 	}
 	next := newRelation(tableRef{OID: rel.ref.OID, Schema: d.table.Schema, Name: d.table.Name, AppendOnly: rel.ref.AppendOnly}, tm, d)
+	next.copied = rel.copied // until a rebuild's copy replaces it
 	if err := ev.RenameTable(ctx, rel.tm, tm); err != nil {
 		return err
 	}
@@ -207,8 +208,8 @@ func (r *relation) addedWithDefault(name string) bool {
 
 // join starts replicating a table that appeared in the stream: created, or
 // added to the publication. Its ClickHouse table is created and its rows
-// copied with version, so changes after this point win over them.
-func (s *stream) join(ctx context.Context, oid uint32, version uint64) error {
+// copied (see copyFresh), so changes after this point win over them.
+func (s *stream) join(ctx context.Context, oid uint32) error {
 	if s.skipped[oid] {
 		return nil
 	}
@@ -241,7 +242,7 @@ func (s *stream) join(ctx context.Context, oid uint32, version uint64) error {
 	if err := s.sink.Prepare(ctx, []*schema.TableMap{rel.tm}); err != nil {
 		return err
 	}
-	if err := s.copyKeepingAlive(ctx, rel, rel.tm, version); err != nil {
+	if err := s.copyKeepingAlive(ctx, rel, rel.tm); err != nil {
 		return err
 	}
 	s.byOID[oid] = rel
@@ -263,7 +264,7 @@ func (s *stream) rebuild(ctx context.Context, rel *relation, version uint64) err
 	if err := s.sink.Prepare(ctx, []*schema.TableMap{&shadow}); err != nil {
 		return err
 	}
-	if err := s.copyKeepingAlive(ctx, rel, &shadow, version); err != nil {
+	if err := s.copyKeepingAlive(ctx, rel, &shadow); err != nil {
 		return err
 	}
 	return ev.SwapTable(ctx, rel.tm, &shadow)
@@ -271,7 +272,7 @@ func (s *stream) rebuild(ctx context.Context, rel *relation, version uint64) err
 
 // copyKeepingAlive copies a table while the stream waits, answering the
 // server meanwhile so that wal_sender_timeout does not end the connection.
-func (s *stream) copyKeepingAlive(ctx context.Context, rel *relation, target *schema.TableMap, version uint64) error {
+func (s *stream) copyKeepingAlive(ctx context.Context, rel *relation, target *schema.TableMap) error {
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -289,7 +290,7 @@ func (s *stream) copyKeepingAlive(ctx context.Context, rel *relation, target *sc
 			}
 		}
 	}()
-	err := s.rep.copyFresh(ctx, rel, target, version)
+	err := s.rep.copyFresh(ctx, rel, target)
 	close(stop)
 	<-done
 	return err

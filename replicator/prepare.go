@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
@@ -48,17 +47,17 @@ func (r *Replicator) prepare(ctx context.Context, rels []*relation) ([]*relation
 	return empty, r.sink.Prepare(ctx, tms)
 }
 
-// copyMissing copies, on a restart, the tables prepare found without rows.
-// Their rows get the resume position as version: every change replayed
-// from there has a higher one.
-func (r *Replicator) copyMissing(ctx context.Context, conn *pgx.Conn, rels []*relation, start pglogrepl.LSN) error {
+// copyMissing copies, on a restart, the tables prepare found without rows,
+// as copyFresh does, and stores each one's state with its copyCut: the
+// stream replayed from the resume position leaves out what the copy holds.
+func (r *Replicator) copyMissing(ctx context.Context, conn *pgx.Conn, rels []*relation) error {
 	for _, rel := range rels {
 		r.log.Info("copying a table whose rows ClickHouse lacks", zap.Stringer("table", rel.ref))
 		if err := refreshLeaves(ctx, conn, rel); err != nil {
 			return err
 		}
 		rel.keyNullsApart()
-		if err := r.copyFresh(ctx, rel, rel.tm, uint64(start)); err != nil {
+		if err := r.copyFresh(ctx, rel, rel.tm); err != nil {
 			return fmt.Errorf("copy %s: %w", rel.ref, err)
 		}
 		if err := r.saveState(ctx, rel); err != nil {
@@ -82,7 +81,8 @@ func union(a, b []*relation) []*relation {
 }
 
 func newRelation(ref tableRef, tm *schema.TableMap, d described) *relation {
-	return &relation{ref: ref, tm: tm, typeOIDs: d.typeOIDs, attnums: d.attnums, hasDefault: d.hasDefault, partitions: d.partitions, doc: d.doc}
+	return &relation{ref: ref, tm: tm, typeOIDs: d.typeOIDs, attnums: d.attnums, hasDefault: d.hasDefault, partitions: d.partitions, doc: d.doc,
+		copied: d.doc.Copied}
 }
 
 // saveState stores the description the table's ClickHouse side now
@@ -92,7 +92,9 @@ func (r *Replicator) saveState(ctx context.Context, rel *relation) error {
 	if !ok {
 		return nil
 	}
-	doc, err := json.Marshal(rel.doc)
+	d := rel.doc
+	d.Copied = rel.copied
+	doc, err := json.Marshal(d)
 	if err != nil {
 		return fmt.Errorf("encode the description of %s: %w", rel.ref, err)
 	}

@@ -120,7 +120,7 @@ func (r *Replicator) run(ctx context.Context) error {
 		return err
 	}
 	if !copied {
-		if err := r.copyMissing(ctx, conn, union(empty, added), start); err != nil {
+		if err := r.copyMissing(ctx, conn, union(empty, added)); err != nil {
 			return err
 		}
 	}

@@ -63,10 +63,12 @@ func beginSnapshot(ctx context.Context, connString, snapshot string) (*pgx.Conn,
 }
 
 // copyFresh copies a table under a snapshot of its own, for a table that
-// joins or is rebuilt while the stream runs: any snapshot taken after the
-// change that caused it is consistent, since the copy's rows get version
-// and every later change has a higher one.
-func (r *Replicator) copyFresh(ctx context.Context, rel *relation, target *schema.TableMap, version uint64) error {
+// joins, is rebuilt or is copied again at a restart while the stream is at
+// an earlier point: any snapshot taken after the change that caused it is
+// consistent, since the copy's rows get a version below every change the
+// stream brings that the snapshot does not hold, and rel.copied is set to
+// the snapshot's copyCut, which leaves out the others (see copycut.go).
+func (r *Replicator) copyFresh(ctx context.Context, rel *relation, target *schema.TableMap) error {
 	conn, err := connectBuffered(ctx, r.cfg.ConnString)
 	if err != nil {
 		return err
@@ -82,6 +84,10 @@ func (r *Replicator) copyFresh(ctx context.Context, rel *relation, target *schem
 	now, err := describeTable(ctx, conn, rel.ref)
 	if err != nil {
 		return err
+	}
+	cut, version, err := readCut(ctx, conn, r.cfg.Slot)
+	if err != nil {
+		return fmt.Errorf("copy of %s: %w", rel.ref, err)
 	}
 	src := project(rel, now)
 	rel.stale = src.placeholders > 0
@@ -99,6 +105,7 @@ func (r *Replicator) copyFresh(ctx context.Context, rel *relation, target *schem
 	if err := r.copyJobs(ctx, conn, snapshot, []*copyJob{{rel: rel, target: target, version: version, src: src}}); err != nil {
 		return err
 	}
+	rel.copied = cut
 	return tx.Commit(ctx)
 }
 

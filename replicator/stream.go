@@ -33,11 +33,16 @@ type stream struct {
 	inTx           bool
 	txID           uint32        // xid of the transaction being received
 	txCommitMicros int64         // and its commit time, from its Begin message
-	lastEnd        pglogrepl.LSN // end of the last transaction fully received
-	lastCommitTime time.Time     // its commit time; zero when lastEnd came from a keepalive
-	acked          pglogrepl.LSN // last position confirmed to PostgreSQL
-	target         pglogrepl.LSN // catch-up: stop once everything before it is stored
-	serverAt       pglogrepl.LSN // server's WAL end as last reported
+	txCommit       pglogrepl.LSN // and the position of its commit
+	// The changes of a multi-insert record (COPY) share a WAL position:
+	// sameAt is the position of the last row added, sameNext the number
+	// the next row at that position gets (see add).
+	sameAt, sameNext uint64
+	lastEnd          pglogrepl.LSN // end of the last transaction fully received
+	lastCommitTime   time.Time     // its commit time; zero when lastEnd came from a keepalive
+	acked            pglogrepl.LSN // last position confirmed to PostgreSQL
+	target           pglogrepl.LSN // catch-up: stop once everything before it is stored
+	serverAt         pglogrepl.LSN // server's WAL end as last reported
 
 	nextStatus time.Time
 	rows       uint64

@@ -160,7 +160,7 @@ func (s *stream) streamCommit(ctx context.Context, m *pglogrepl.StreamCommitMess
 	}
 	defer sp.close()
 	s.inTx = true
-	s.txID, s.txCommitMicros = m.Xid, m.CommitTime.UnixMicro()
+	s.txID, s.txCommitMicros, s.txCommit = m.Xid, m.CommitTime.UnixMicro(), m.CommitLSN
 	start := time.Now()
 	if sp.bytes >= 64<<20 {
 		// Operators see why the lag grows while it replays.
