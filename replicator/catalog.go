@@ -190,6 +190,9 @@ type catalogTable struct {
 	Columns      []catalogColumn `json:"columns"`
 	// Copied is the relation's copyCut, kept with the stored state.
 	Copied *copyCut `json:"copied,omitempty"`
+	// Stale is the relation's stale flag: a restart must not take the
+	// placeholders a copy left for an in-place change to build on.
+	Stale bool `json:"stale,omitempty"`
 }
 
 type catalogColumn struct {

@@ -216,3 +216,28 @@ func TestDropTable(t *testing.T) {
 	e.verifyAll(cfg)
 	sameRows(t, "doomed in ClickHouse", e.chStrings("SELECT toString(count()) FROM "+e.table("doomed")+" FINAL WHERE _ferry_deleted = 0"), [][]string{{"20"}})
 }
+
+// TestStaleCopyAcrossRestart: a rebuild's copy that finds the table already
+// changed further copies placeholders for the columns it cannot read as the
+// stream describes them, and the next change must rebuild the table again,
+// also when ferry restarted in between. (It failed under load in
+// TestSchemaChangesWithoutTrigger: the flag was not stored, and after a
+// restart the retype was applied in place over the placeholders, so column
+// a was NULL in ClickHouse for every row the next copy would have fixed.)
+func TestStaleCopyAcrossRestart(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE items (id int PRIMARY KEY, a int, gone text)`,
+		`INSERT INTO items SELECT g, g, 'x' FROM generate_series(1, 100) g`)
+	cfg := e.config()
+	e.mustCatchUp(cfg)
+	// Seen by the stream: a column with a default (a rebuild). Not seen
+	// before that rebuild copies: a dropped column and a retype.
+	e.exec(`ALTER TABLE items ADD COLUMN c text DEFAULT 'dflt'`, `INSERT INTO items (id, a) VALUES (1000, 1)`,
+		`ALTER TABLE items DROP COLUMN gone`, `ALTER TABLE items ALTER COLUMN a TYPE bigint`)
+	e.mustCatchUp(cfg) // rebuilds from a copy that cannot read a as int
+	e.exec(`UPDATE items SET a = a * 10000000000 WHERE id <= 5`)
+	e.mustCatchUp(cfg) // a restart: the retype must rebuild, not alter in place
+	if n := e.verifyAll(cfg)["public.items"]; n != 101 {
+		t.Errorf("items: %d rows, want 101", n)
+	}
+}

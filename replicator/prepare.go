@@ -82,7 +82,7 @@ func union(a, b []*relation) []*relation {
 
 func newRelation(ref tableRef, tm *schema.TableMap, d described) *relation {
 	return &relation{ref: ref, tm: tm, typeOIDs: d.typeOIDs, attnums: d.attnums, hasDefault: d.hasDefault, partitions: d.partitions, doc: d.doc,
-		copied: d.doc.Copied}
+		copied: d.doc.Copied, stale: d.doc.Stale}
 }
 
 // saveState stores the description the table's ClickHouse side now
@@ -93,7 +93,7 @@ func (r *Replicator) saveState(ctx context.Context, rel *relation) error {
 		return nil
 	}
 	d := rel.doc
-	d.Copied = rel.copied
+	d.Copied, d.Stale = rel.copied, rel.stale
 	doc, err := json.Marshal(d)
 	if err != nil {
 		return fmt.Errorf("encode the description of %s: %w", rel.ref, err)
