@@ -36,9 +36,11 @@ func startZK(dir string, port int) (*zkServer, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
 		return nil, err
 	}
-	// A short tick lets ClickHouse ask for a short session, so that a
-	// killed server's ephemeral nodes (its replicas' is_active) go soon.
-	cfg := fmt.Sprintf("tickTime=500\ndataDir=%s/data\nclientPort=%d\nclientPortAddress=127.0.0.1\n"+
+	// The tick bounds the sessions ClickHouse may ask for (2 to 20 ticks):
+	// 10 s, short enough that a killed server's ephemeral nodes go soon,
+	// long enough for a loaded machine (18.16 crashed in its DDL worker
+	// once when a 4 s session expired while it started).
+	cfg := fmt.Sprintf("tickTime=1000\ndataDir=%s/data\nclientPort=%d\nclientPortAddress=127.0.0.1\n"+
 		"maxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=ruok\n", dir, port)
 	if err := os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
 		return nil, err
@@ -146,7 +148,7 @@ func (n *chNode) writeConfig(nodes []*chNode, zkPort int) error {
     <uncompressed_cache_size>0</uncompressed_cache_size>
     <max_table_size_to_drop>0</max_table_size_to_drop>
     <remote_servers><%[5]s>%[6]s</%[5]s></remote_servers>
-    <zookeeper><node><host>127.0.0.1</host><port>%[7]d</port></node><session_timeout_ms>4000</session_timeout_ms></zookeeper>
+    <zookeeper><node><host>127.0.0.1</host><port>%[7]d</port></node><session_timeout_ms>10000</session_timeout_ms></zookeeper>
     <macros><shard>%02[8]d</shard><replica>%[9]s</replica></macros>
     <distributed_ddl><path>/clickhouse/task_queue/ddl</path></distributed_ddl>
 </yandex>
@@ -203,6 +205,40 @@ func (n *chNode) waitUp() error {
 	}
 }
 
+// waitReady waits until the server answers and reaches ZooKeeper.
+func (n *chNode) waitReady() error {
+	if err := n.waitUp(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		err := n.queryZK()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("clickhouse-server %s does not reach ZooKeeper: %w", n.name(), err)
+		}
+		select {
+		case <-n.exited:
+			return fmt.Errorf("clickhouse-server %s exited: %s", n.name(), n.status())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (n *chNode) queryZK() error {
+	conn, err := n.open()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var c uint64
+	return conn.QueryRow(ctx, "SELECT count() FROM system.zookeeper WHERE path = '/'").Scan(&c)
+}
+
 func (n *chNode) ping() error {
 	conn, err := n.open()
 	if err != nil {
@@ -216,6 +252,22 @@ func (n *chNode) ping() error {
 
 func (n *chNode) open() (ch.Conn, error) {
 	return ch.Open(&ch.Options{Addr: []string{n.addr()}, DialTimeout: 3 * time.Second})
+}
+
+// status says whether the server runs, and the end of its error log.
+func (n *chNode) status() string {
+	state := "running"
+	if n.cmd == nil {
+		state = "killed by the test"
+	} else {
+		select {
+		case <-n.exited:
+			state = "exited on its own"
+		default:
+		}
+	}
+	out, _ := os.ReadFile(filepath.Join(n.dir, "log", "error.log"))
+	return fmt.Sprintf("%s, port %d; error log: %s", state, n.tcp, tail(string(out), 1500))
 }
 
 // kill ends the server with SIGKILL, as a crash would.
@@ -261,7 +313,7 @@ func startCluster(dir string) (*cluster, error) {
 		}
 	}
 	for _, n := range c.nodes {
-		if err := n.waitUp(); err != nil {
+		if err := n.waitReady(); err != nil {
 			c.stop()
 			return nil, err
 		}

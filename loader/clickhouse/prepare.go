@@ -14,8 +14,7 @@ import (
 // Prepare creates the database and every missing table, and checks that the
 // tables that exist have the columns the mappings expect. It is idempotent.
 func (s *Sink) Prepare(ctx context.Context, tables []*schema.TableMap) error {
-	if err := s.exec(ctx, schema.CreateDatabaseSQL(s.db, s.cluster),
-		fmt.Sprintf("create database %s", s.db)); err != nil {
+	if err := s.ensureDatabase(ctx); err != nil {
 		return err
 	}
 	for _, tm := range tables {

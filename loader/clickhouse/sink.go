@@ -42,7 +42,7 @@ type Config struct {
 	// ReplicatedReplacingMergeTree <table>_local on every server and a
 	// Distributed table <table> over them (schema.ClusterDDL), and inserts
 	// go to the Distributed table with insert_distributed_sync=1. ferry's
-	// own state tables stay on the server the DSN names.
+	// own state tables are replicated to every server of the cluster.
 	Cluster string
 	// CAFile is a PEM file of the CAs that signed the server's certificate.
 	// Setting it turns TLS on, as secure=true in the DSN does, and makes
@@ -67,9 +67,9 @@ type Sink struct {
 	version string
 	chunk   int
 	red     redactor
-	// snapshotReady is set once the snapshot state table exists.
-	snapshotReady bool
-	closed        bool
+	// ready holds the state tables known to exist.
+	ready  map[string]bool
+	closed bool
 	// lastUpdated is the last version SetSnapshotState wrote.
 	lastUpdated uint64
 }
