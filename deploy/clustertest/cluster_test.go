@@ -39,8 +39,9 @@ func skipUnlessReady(t *testing.T) {
 
 // TestClusterLive runs ferry against a cluster of two shards of two
 // replicas each while a writer changes the source: a replica killed and
-// restarted, then the server ferry talks to killed and restarted, then
-// that server lost for good and ferry started on another one. After each
+// restarted, then the server ferry talks to, then both replicas of a
+// shard, then the server ferry talks to lost for good and ferry started
+// on another one. After each
 // part the Distributed table must read as PostgreSQL does, and every
 // replica must hold exactly its shard's rows.
 func TestClusterLive(t *testing.T) {
@@ -73,23 +74,26 @@ func TestClusterLive(t *testing.T) {
 	f := startFerry(t, bin, out, args(entry)...)
 	w := startWriter(ctx, src, seedRows+1)
 	waitRows(t, other, src.name, seedRows/2, "the initial copy")
+	f.mustRun(t)
 
 	// A replica that ferry does not talk to: the Distributed insert goes
 	// to the shard's other replica, and the killed one fetches what it
 	// missed when it is back.
 	outage(t, w, c.node(2, 2))
+	f.mustRun(t)
 	// The server ferry talks to: its inserts fail until it is back, and
 	// ferry retries them.
 	outage(t, w, entry)
+	f.mustRun(t)
+	// A whole shard: the Distributed insert fails (no replica of shard 2
+	// answers) until one is back.
+	outage(t, w, c.node(2, 1), c.node(2, 2))
+	f.mustRun(t)
 	t.Logf("writer: %s", w.halt(t))
 	want := src.rows(t, ctx)
 	waitMatch(t, other, src.name, want, 120*time.Second)
 	checkReplicas(t, c, src.name, want)
-	select {
-	case <-f.exited:
-		t.Fatalf("ferry exited during the outages: %v", f.err)
-	default:
-	}
+	f.mustRun(t)
 
 	// The server --ch names is lost: ferry's state must be on the others.
 	f.stop(t)
@@ -119,21 +123,29 @@ func TestClusterLive(t *testing.T) {
 	t.Logf("the test took %s", time.Since(began).Round(time.Millisecond))
 }
 
-// outage kills n with SIGKILL while the writer runs, and starts it again
-// a few seconds later.
-func outage(t *testing.T, w *writer, n *chNode) {
+// outage kills nodes with SIGKILL while the writer runs, and starts them
+// again a few seconds later.
+func outage(t *testing.T, w *writer, nodes ...*chNode) {
 	t.Helper()
 	before := w.count()
-	n.kill()
-	time.Sleep(3 * time.Second)
-	if err := n.start(); err != nil {
-		t.Fatal(err)
+	var names []string
+	for _, n := range nodes {
+		n.kill()
+		names = append(names, n.name())
 	}
-	if err := n.waitReady(); err != nil {
-		t.Fatal(err)
+	time.Sleep(3 * time.Second)
+	for _, n := range nodes {
+		if err := n.start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range nodes {
+		if err := n.waitReady(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	time.Sleep(time.Second)
-	t.Logf("%s killed and restarted: %d transactions written meanwhile", n.name(), w.count()-before)
+	t.Logf("%s killed and restarted: %d transactions written meanwhile", strings.Join(names, " and "), w.count()-before)
 }
 
 // waitRows waits until the Distributed table, read through n, holds at

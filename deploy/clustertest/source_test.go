@@ -219,6 +219,16 @@ func (f *ferryProc) stop(t *testing.T) {
 	}
 }
 
+// mustRun fails the test when ferry has exited.
+func (f *ferryProc) mustRun(t *testing.T) {
+	t.Helper()
+	select {
+	case <-f.exited:
+		t.Fatalf("ferry exited: %v", f.err)
+	default:
+	}
+}
+
 // wait waits for ferry to exit on its own.
 func (f *ferryProc) wait(t *testing.T, d time.Duration) error {
 	t.Helper()
