@@ -82,13 +82,17 @@ clientPort=$BASE
 clientPortAddress=$HOST
 maxClientCnxns=0
 admin.enableServer=false
-4lw.commands.whitelist=ruok
+4lw.commands.whitelist=srvr
 EOF
 	log "starting zookeeper on $HOST:$BASE"
 	spawn "$DIR/zk/pid" "$DIR/zk/zookeeper.log" java -Xmx256m -XX:+UseSerialGC -cp "$ZK_JAR" \
 		org.apache.zookeeper.server.ZooKeeperServerMain "$DIR/zk/zoo.cfg"
+	# "srvr" tells the mode once ZooKeeper serves sessions; a server that
+	# connects earlier may fail (18.16 was seen to crash in its DDL worker).
+	local out
 	for _ in $(seq 1 120); do
-		port_open "$BASE" && return
+		out="$( (exec 3<>"/dev/tcp/$HOST/$BASE" && printf srvr >&3 && timeout 5 cat <&3) 2>/dev/null || true)"
+		case "$out" in *Mode:*) return ;; esac
 		sleep 0.5
 	done
 	tail -n 20 "$DIR/zk/zookeeper.log" >&2 || true
@@ -158,7 +162,10 @@ node_up() {
 		log "$n already running on $HOST:$tcp"
 		return
 	fi
-	port_open "$tcp" && die "port $tcp is taken by something else"
+	local p
+	for p in "$tcp" $((tcp + 1)) $((tcp + 2)); do
+		port_open "$p" && die "port $p (of $n) is taken by something else"
+	done
 	node_config "$n"
 	log "starting $n (shard ${n:1:1}, replica ${n:3:1}) on $HOST:$tcp"
 	spawn "$d/pid" "$d/log/stdout.log" clickhouse-server --config-file="$d/config.xml"

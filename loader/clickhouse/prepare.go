@@ -33,13 +33,16 @@ func (s *Sink) prepareTable(ctx context.Context, tm *schema.TableMap) error {
 	if len(have) > 0 {
 		return checkColumns(s.db, tm, have)
 	}
-	ddl := []string{tm.CreateTableDDL(s.db)}
-	if s.cluster != "" {
-		ddl = tm.ClusterDDL(s.db, s.cluster)
-	}
-	for _, q := range ddl {
-		if err := s.conn.Exec(ctx, q); err != nil {
+	if s.cluster == "" {
+		if err := s.conn.Exec(ctx, tm.CreateTableDDL(s.db)); err != nil {
 			return s.red.wrap(classify(err), "clickhouse: create table %s", s.table(tm.Name))
+		}
+	} else {
+		ddl := tm.ClusterDDL(s.db, s.cluster)
+		for i, name := range []string{schema.LocalName(tm.Name), tm.Name} {
+			if err := s.createOnCluster(ctx, ddl[i], name); err != nil {
+				return err
+			}
 		}
 	}
 	s.log.Info("created table", zap.String("table", tm.Name), zap.String("source", tm.Source.QualifiedName()))

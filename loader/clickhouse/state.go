@@ -51,7 +51,7 @@ func (s *Sink) ensureStateTable(ctx context.Context, name, columns, orderBy stri
 	}
 	switch {
 	case engine == "":
-		if err := s.exec(ctx, s.stateTableDDL(name, columns, orderBy), "create table "+s.table(name)); err != nil {
+		if err := s.createOnCluster(ctx, s.stateTableDDL(name, columns, orderBy), name); err != nil {
 			return err
 		}
 	case s.cluster != "" && !strings.HasPrefix(engine, "Replicated"):
@@ -65,6 +65,28 @@ func (s *Sink) ensureStateTable(ctx context.Context, name, columns, orderBy stri
 	}
 	s.ready[name] = true
 	return nil
+}
+
+// createOnCluster runs a CREATE TABLE; on a cluster, an error that another
+// server reports (distributed DDL runs the statement on every server and
+// fails when one of them does, e.g. one whose ZooKeeper session expired
+// midway and that then finds its own replica half made) does not stop
+// ferry when this server has the table: ferry reads and writes it here,
+// and a replica missing elsewhere is logged for the operator to add.
+func (s *Sink) createOnCluster(ctx context.Context, ddl, name string) error {
+	err := s.conn.Exec(ctx, ddl)
+	if err == nil {
+		return nil
+	}
+	if s.cluster != "" {
+		if engine, lerr := s.tableEngine(ctx, name); lerr == nil && engine != "" {
+			s.log.Warn("CREATE TABLE ON CLUSTER failed on some server, but this server has the table: going on; "+
+				"check that every server of the cluster has it",
+				zap.String("table", s.db+"."+name), zap.String("cluster", s.cluster), zap.Error(s.red.wrap(err, "clickhouse")))
+			return nil
+		}
+	}
+	return s.red.wrap(classify(err), "clickhouse: create table %s", s.table(name))
 }
 
 // ensureDatabase creates the sink's database, on a cluster ON CLUSTER and
