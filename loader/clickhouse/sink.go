@@ -144,6 +144,12 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		_ = conn.Close()
 		return nil, err
 	}
+	if s.cluster != "" {
+		if err := s.checkClusterSettings(ctx); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+	}
 	s.log.Info("connected", zap.String("host", s.host), zap.String("database", s.db),
 		zap.String("server_version", s.version))
 	return s, nil
