@@ -201,6 +201,16 @@ func (n *chNode) waitUp() error {
 		select {
 		case <-n.exited:
 			out, _ := os.ReadFile(filepath.Join(n.dir, "log", "error.log"))
+			// Ports 40000-49999 are in Linux's ephemeral range: another
+			// process's outgoing connection may hold one of ours for a
+			// while. Try again until the deadline.
+			if strings.Contains(tail(string(out), 300), "Address already in use") && time.Now().Before(deadline) {
+				time.Sleep(time.Second)
+				if err := n.start(); err != nil {
+					return err
+				}
+				continue
+			}
 			return fmt.Errorf("clickhouse-server %s exited at start:\n%s", n.name(), tail(string(out), 2000))
 		case <-time.After(200 * time.Millisecond):
 		}
