@@ -6,6 +6,7 @@ GO      ?= go
 BIN     := bin/ferry
 STACK   := deploy/stack.sh
 KAFKA   ?= 0
+CLUSTER ?= 0
 LEGS    ?= modern legacy
 PKGS    ?= ./...
 GOFILES_CMD := find . -name '*.go' -not -path './.stack/*' -not -path './bin/*' -not -path './vendor/*' -print0
@@ -18,8 +19,9 @@ build:
 
 ## stack-up: start the local PostgreSQL (55432) and ClickHouse (19000); writes .stack/env
 ##           KAFKA=1 also starts kfake, an in-memory TEST broker, on 19092
+##           CLUSTER=1 also starts a ClickHouse cluster (ZooKeeper + 4 servers, 2 shards x 2 replicas) on 19100-19142
 stack-up:
-	KAFKA=$(KAFKA) bash $(STACK) up
+	KAFKA=$(KAFKA) CLUSTER=$(CLUSTER) bash $(STACK) up
 
 ## stack-down: stop the local stack
 stack-down:

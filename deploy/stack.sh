@@ -41,6 +41,13 @@
 # FERRY_STACK_CHM_PORT [29000], FERRY_STACK_CHM_HTTP_PORT [28123].
 # KAFKA=1 deploy/stack.sh up also starts kfake, an in-memory TEST broker
 # (deploy/kfake), on 127.0.0.1:19092 and exports FERRY_KAFKA_BROKERS.
+# `up` as root installs Debian's zookeeper (for deploy/clustertest); it starts
+# no ZooKeeper. CLUSTER=1 deploy/stack.sh up also starts deploy/cluster.sh: a
+# ZooKeeper and four ClickHouse 18.16 servers, the cluster "ferry_cluster" of
+# two shards of two replicas, on 127.0.0.1:19100 (ZooKeeper) and 19110, 19120,
+# 19130, 19140 (native; FERRY_STACK_CLUSTER_BASE moves them); .stack/env then
+# exports FERRY_CH_CLUSTER_URL (the first server) and FERRY_CH_CLUSTER.
+# `down` stops it.
 set -euo pipefail
 
 export PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -155,6 +162,22 @@ ensure_ch_installed() {
 		apt_install clickhouse-server clickhouse-client
 	fi
 	command -v clickhouse-server >/dev/null 2>&1 || die "clickhouse-server not found after install"
+}
+
+# ensure_zk_installed: Debian's zookeeper package, for the cluster
+# (CLUSTER=1) and deploy/clustertest. It installs the server's jars only, no
+# service (zookeeperd would be one): deploy/cluster.sh and the test run
+# ZooKeeper with their own config on their own ports.
+ensure_zk_installed() {
+	if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null 2>&1; then
+		apt_install zookeeper
+	fi
+	[ -f /usr/share/java/zookeeper.jar ] || die "zookeeper.jar not found after installing zookeeper"
+	# Should a package ever start one, a system ZooKeeper on 2181 is not ours.
+	if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet zookeeper 2>/dev/null; then
+		log "stopping and disabling the system zookeeper service (the stack runs its own)"
+		systemctl disable --now zookeeper >/dev/null 2>&1 || true
+	fi
 }
 
 # ---------------------------------------------------------------------------
@@ -761,6 +784,10 @@ EOF
 	else
 		log "warning: PostgreSQL or ClickHouse serves no TLS yet (started by an older stack.sh?): restart the stack for FERRY_*_TLS_URL"
 	fi
+	if FERRY_STACK_DIR="$STACK" bash "$ROOT/deploy/cluster.sh" status >/dev/null 2>&1; then
+		echo "export FERRY_CH_CLUSTER_URL=clickhouse://default@$HOST:$((${FERRY_STACK_CLUSTER_BASE:-19100} + 10))/default # ClickHouse 18.16, cluster s1r1" >>"$STACK/env"
+		echo "export FERRY_CH_CLUSTER=ferry_cluster" >>"$STACK/env"
+	fi
 	if kfake_pid >/dev/null; then
 		echo "export FERRY_KAFKA_BROKERS=$HOST:$KAFKA_PORT # kfake, an in-memory TEST broker" >>"$STACK/env"
 	fi
@@ -775,11 +802,21 @@ cmd_up() {
 	if [ "${KAFKA:-0}" = 1 ]; then
 		kfake_up
 	fi
+	# deploy/clustertest (in make test) needs ZooKeeper installed, not running.
+	if [ "${CLUSTER:-0}" = 1 ] || is_root; then
+		ensure_zk_installed
+	elif [ ! -f /usr/share/java/zookeeper.jar ]; then
+		log "warning: no zookeeper package (not root, so not installed): deploy/clustertest will skip"
+	fi
+	if [ "${CLUSTER:-0}" = 1 ]; then
+		FERRY_STACK_DIR="$STACK" bash "$ROOT/deploy/cluster.sh" up
+	fi
 	write_env
 	log "stack up; use: . $STACK/env"
 }
 
 cmd_down() {
+	FERRY_STACK_DIR="$STACK" bash "$ROOT/deploy/cluster.sh" down
 	kfake_down
 	chm_down
 	ch_down
@@ -822,6 +859,9 @@ cmd_status() {
 	else
 		log "clickhouse 26.7: not running"
 		rc=3
+	fi
+	if [ -d "$STACK/cluster" ]; then
+		FERRY_STACK_DIR="$STACK" bash "$ROOT/deploy/cluster.sh" status || true
 	fi
 	if pid="$(kfake_pid)"; then
 		log "kfake:      TEST broker running on $HOST:$KAFKA_PORT (pid $pid)"

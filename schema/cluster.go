@@ -16,8 +16,8 @@ const ReplicaPath = "/clickhouse/tables/{shard}/{database}/{table}"
 // LocalName is the name of a cluster table's shard-local part.
 func LocalName(name string) string { return name + LocalSuffix }
 
-// onCluster is the ON CLUSTER clause, or "" when cluster is empty.
-func onCluster(cluster string) string {
+// OnCluster is the ON CLUSTER clause, or "" when cluster is empty.
+func OnCluster(cluster string) string {
 	if cluster == "" {
 		return ""
 	}
@@ -40,11 +40,11 @@ func (m *TableMap) ClusterDDL(database, cluster string) []string {
 	// The head ends at the first " (\n" (quoted names hold no raw newline);
 	// the engine is the last ENGINE clause.
 	head, body, _ := strings.Cut(ddl, " (\n")
-	head += onCluster(cluster)
+	head += OnCluster(cluster)
 	if i := strings.LastIndex(body, "ENGINE = "+m.engine()); i >= 0 {
 		body = body[:i] + "ENGINE = " + m.replicatedEngine() + body[i+len("ENGINE = "+m.engine()):]
 	}
-	dist := "CREATE TABLE IF NOT EXISTS " + m.qualified(database, m.Name) + onCluster(cluster) +
+	dist := "CREATE TABLE IF NOT EXISTS " + m.qualified(database, m.Name) + OnCluster(cluster) +
 		" AS " + m.qualified(database, local.Name) + "\n" +
 		"ENGINE = Distributed(" + strings.Join([]string{
 		QuoteCHString(cluster), QuoteCHString(database), QuoteCHString(local.Name), m.ShardingKey(),
@@ -85,7 +85,7 @@ func (m *TableMap) ClusterAlterSQL(database, cluster string, c ColumnChange) []s
 			return nil
 		}
 		prefix := "ALTER TABLE " + t.qualified(database, t.Name)
-		out = append(out, prefix+onCluster(cluster)+strings.TrimPrefix(q, prefix))
+		out = append(out, prefix+OnCluster(cluster)+strings.TrimPrefix(q, prefix))
 	}
 	return out
 }
@@ -97,15 +97,15 @@ func (m *TableMap) TruncateSQL(database, cluster string) string {
 	if cluster != "" {
 		name = LocalName(name)
 	}
-	return "TRUNCATE TABLE IF EXISTS " + m.qualified(database, name) + onCluster(cluster)
+	return "TRUNCATE TABLE IF EXISTS " + m.qualified(database, name) + OnCluster(cluster)
 }
 
 // DropTableSQL drops a table, on a cluster ON CLUSTER.
 func DropTableSQL(database, table, cluster string) string {
-	return "DROP TABLE IF EXISTS " + QuoteCH(database) + "." + QuoteCH(table) + onCluster(cluster)
+	return "DROP TABLE IF EXISTS " + QuoteCH(database) + "." + QuoteCH(table) + OnCluster(cluster)
 }
 
 // CreateDatabaseSQL creates a database, on a cluster ON CLUSTER.
 func CreateDatabaseSQL(database, cluster string) string {
-	return "CREATE DATABASE IF NOT EXISTS " + QuoteCH(database) + onCluster(cluster)
+	return "CREATE DATABASE IF NOT EXISTS " + QuoteCH(database) + OnCluster(cluster)
 }

@@ -109,6 +109,7 @@ var transientCodes = map[int32]bool{
 	241: true, // MEMORY_LIMIT_EXCEEDED
 	242: true, // TABLE_IS_READ_ONLY
 	252: true, // TOO_MANY_PARTS
+	279: true, // ALL_CONNECTION_TRIES_FAILED (a Distributed insert whose shard has no replica up)
 	285: true, // TOO_FEW_LIVE_REPLICAS
 	319: true, // UNKNOWN_STATUS_OF_INSERT
 	394: true, // QUERY_WAS_CANCELLED

@@ -14,8 +14,7 @@ import (
 // Prepare creates the database and every missing table, and checks that the
 // tables that exist have the columns the mappings expect. It is idempotent.
 func (s *Sink) Prepare(ctx context.Context, tables []*schema.TableMap) error {
-	if err := s.exec(ctx, schema.CreateDatabaseSQL(s.db, s.cluster),
-		fmt.Sprintf("create database %s", s.db)); err != nil {
+	if err := s.ensureDatabase(ctx); err != nil {
 		return err
 	}
 	for _, tm := range tables {
@@ -37,13 +36,16 @@ func (s *Sink) prepareTable(ctx context.Context, tm *schema.TableMap) error {
 		}
 		return s.makeDurable(ctx, tm.Name)
 	}
-	ddl := []string{tm.CreateTableDDL(s.db)}
-	if s.cluster != "" {
-		ddl = tm.ClusterDDL(s.db, s.cluster)
-	}
-	for _, q := range ddl {
-		if err := s.conn.Exec(ctx, q); err != nil {
+	if s.cluster == "" {
+		if err := s.conn.Exec(ctx, tm.CreateTableDDL(s.db)); err != nil {
 			return s.red.wrap(classify(err), "clickhouse: create table %s", s.table(tm.Name))
+		}
+	} else {
+		ddl := tm.ClusterDDL(s.db, s.cluster)
+		for i, name := range []string{schema.LocalName(tm.Name), tm.Name} {
+			if err := s.createOnCluster(ctx, ddl[i], name); err != nil {
+				return err
+			}
 		}
 	}
 	s.log.Info("created table", zap.String("table", tm.Name), zap.String("source", tm.Source.QualifiedName()))

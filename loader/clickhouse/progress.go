@@ -32,33 +32,16 @@ type Progress struct {
 // meant for one goroutine; give it a Sink of its own when the replicator
 // uses the other.
 type ProgressStore struct {
-	s     *Sink
-	ready bool
-	last  uint64
+	s    *Sink
+	last uint64
 }
 
 // NewProgressStore returns a ProgressStore on s's database.
 func NewProgressStore(s *Sink) *ProgressStore { return &ProgressStore{s: s} }
 
 func (p *ProgressStore) ensure(ctx context.Context) error {
-	if p.ready {
-		return nil
-	}
-	s := p.s
-	if err := s.exec(ctx, "CREATE DATABASE IF NOT EXISTS "+schema.QuoteCH(s.db), "create database "+s.db); err != nil {
-		return err
-	}
-	ddl := "CREATE TABLE IF NOT EXISTS " + s.table(progressTable) +
-		" (slot String, confirmed_lsn String, caught_up_to Int64, last_error String, error_time Int64, updated UInt64)" +
-		" ENGINE = ReplacingMergeTree(updated) ORDER BY slot"
-	if err := s.exec(ctx, ddl, "create table "+s.table(progressTable)); err != nil {
-		return err
-	}
-	if err := s.makeDurable(ctx, progressTable); err != nil {
-		return err
-	}
-	p.ready = true
-	return nil
+	return p.s.ensureStateTable(ctx, progressTable,
+		"slot String, confirmed_lsn String, caught_up_to Int64, last_error String, error_time Int64, updated UInt64", "slot")
 }
 
 // Record writes pr for the slot; the latest call wins.

@@ -43,7 +43,7 @@ type Config struct {
 	// ReplicatedReplacingMergeTree <table>_local on every server and a
 	// Distributed table <table> over them (schema.ClusterDDL), and inserts
 	// go to the Distributed table with insert_distributed_sync=1. ferry's
-	// own state tables stay on the server the DSN names.
+	// own state tables are replicated to every server of the cluster.
 	Cluster string
 	// CAFile is a PEM file of the CAs that signed the server's certificate.
 	// Setting it turns TLS on, as secure=true in the DSN does, and makes
@@ -80,11 +80,9 @@ type Sink struct {
 	version string
 	chunk   int
 	red     redactor
-	// tableStateReady is set once the table state table exists.
-	tableStateReady bool
-	// snapshotReady is set once the snapshot state table exists.
-	snapshotReady bool
-	closed        bool
+	// ready holds the state tables known to exist.
+	ready  map[string]bool
+	closed bool
 	// lastUpdated is the last updated value of a state row written or, once
 	// updatedRead, read back (see nextUpdated).
 	lastUpdated uint64
@@ -169,6 +167,12 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	}
 	if s.fsync {
 		if err := s.checkFsync(ctx); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+	}
+	if s.cluster != "" {
+		if err := s.checkClusterSettings(ctx); err != nil {
 			_ = conn.Close()
 			return nil, err
 		}

@@ -13,23 +13,7 @@ const snapshotTable = "_ferry_snapshots"
 
 // ensureSnapshotTable creates the snapshot state table on first use.
 func (s *Sink) ensureSnapshotTable(ctx context.Context) error {
-	if s.snapshotReady {
-		return nil
-	}
-	if err := s.exec(ctx, "CREATE DATABASE IF NOT EXISTS "+schema.QuoteCH(s.db),
-		fmt.Sprintf("create database %s", s.db)); err != nil {
-		return err
-	}
-	ddl := "CREATE TABLE IF NOT EXISTS " + s.table(snapshotTable) +
-		" (slot String, lsn String, done UInt8, updated UInt64) ENGINE = ReplacingMergeTree(updated) ORDER BY slot"
-	if err := s.exec(ctx, ddl, fmt.Sprintf("create table %s", s.table(snapshotTable))); err != nil {
-		return err
-	}
-	if err := s.makeDurable(ctx, snapshotTable); err != nil {
-		return err
-	}
-	s.snapshotReady = true
-	return nil
+	return s.ensureStateTable(ctx, snapshotTable, "slot String, lsn String, done UInt8, updated UInt64", "slot")
 }
 
 // SnapshotState returns the last state set for the slot, the zero state

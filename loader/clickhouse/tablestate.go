@@ -15,22 +15,7 @@ const tableStateTable = "_ferry_tables"
 var _ loader.TableStateStore = (*Sink)(nil)
 
 func (s *Sink) ensureTableStateTable(ctx context.Context) error {
-	if s.tableStateReady {
-		return nil
-	}
-	if err := s.ensureSnapshotTable(ctx); err != nil { // creates the database too
-		return err
-	}
-	ddl := "CREATE TABLE IF NOT EXISTS " + s.table(tableStateTable) +
-		" (slot String, oid UInt32, state String, updated UInt64) ENGINE = ReplacingMergeTree(updated) ORDER BY (slot, oid)"
-	if err := s.exec(ctx, ddl, fmt.Sprintf("create table %s", s.table(tableStateTable))); err != nil {
-		return err
-	}
-	if err := s.makeDurable(ctx, tableStateTable); err != nil {
-		return err
-	}
-	s.tableStateReady = true
-	return nil
+	return s.ensureStateTable(ctx, tableStateTable, "slot String, oid UInt32, state String, updated UInt64", "(slot, oid)")
 }
 
 // TableStates returns the last state set for each table of the slot.

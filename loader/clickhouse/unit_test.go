@@ -18,6 +18,7 @@ func TestIsRetryable(t *testing.T) {
 	}{
 		{&proto.Exception{Code: 252, Message: "Too many parts"}, true},
 		{&proto.Exception{Code: 241, Message: "Memory limit exceeded"}, true},
+		{classify(&proto.Exception{Code: 279, Message: "All connection tries failed"}), true},
 		{fmt.Errorf("insert: %w", &proto.Exception{Code: 27, Message: "Cannot parse input"}), false},
 		{classify(&proto.Exception{Code: 53, Message: "Type mismatch"}), false},
 		{fmt.Errorf("x: %w", syscall.ECONNREFUSED), true},
@@ -72,6 +73,32 @@ func TestValue(t *testing.T) {
 		got, err := value(c.dest)
 		if err != nil || fmt.Sprint(got) != fmt.Sprint(c.want) || fmt.Sprintf("%T", got) != fmt.Sprintf("%T", c.want) {
 			t.Errorf("value(%T) = %#v, %v; want %#v", c.dest, got, err, c.want)
+		}
+	}
+}
+
+func TestClusterSettingsProblem(t *testing.T) {
+	for _, c := range []struct {
+		set  map[string]string
+		want string // a part of the error, "" for none
+	}{
+		// 18.16 with ferry's setting, with and without a quorum: it has no insert_quorum_parallel.
+		{map[string]string{"insert_distributed_sync": "1", "insert_quorum": "0"}, ""},
+		{map[string]string{"insert_distributed_sync": "1", "insert_quorum": "2"}, ""},
+		// 26.7's defaults with ferry's setting.
+		{map[string]string{"insert_distributed_sync": "1", "distributed_foreground_insert": "1", "insert_quorum": "0", "insert_quorum_parallel": "1"}, ""},
+		{map[string]string{"insert_distributed_sync": "1", "insert_quorum": "auto", "insert_quorum_parallel": "1"}, ""},
+		{map[string]string{"insert_distributed_sync": "1", "insert_quorum": "auto", "insert_quorum_parallel": "0"}, "#97557"},
+		{map[string]string{"insert_distributed_sync": "1", "insert_quorum": "2", "insert_quorum_parallel": "0"}, "insert_quorum = 2"},
+		{map[string]string{"insert_distributed_sync": "0"}, "insert_distributed_sync is 0"},
+		{map[string]string{"insert_distributed_sync": "1", "distributed_foreground_insert": "0"}, "distributed_foreground_insert is 0"},
+	} {
+		err := clusterSettingsProblem("c", c.set)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v: %v, want none", c.set, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%v: %v, want an error with %q", c.set, err, c.want)
 		}
 	}
 }

@@ -21,7 +21,7 @@ func TestKafkaAppendOnlyCopy(t *testing.T) {
 	e.exec(`CREATE TABLE ev (n int, v text)`, `INSERT INTO ev VALUES (0, 'seed')`)
 	cfg := e.config("kafka_slot")
 	cfg.AppendOnly = []string{"public.ev"}
-	e.publishWith(cfg, 3)
+	e.publishConfig(cfg, 3)
 	var b strings.Builder
 	for i := range 20000 {
 		fmt.Fprintf(&b, "%d\tcopied %d\n", i%100, i%100)
@@ -29,7 +29,7 @@ func TestKafkaAppendOnlyCopy(t *testing.T) {
 	if _, err := e.pg.PgConn().CopyFrom(context.Background(), strings.NewReader(b.String()), "COPY ev (n, v) FROM STDIN"); err != nil {
 		t.Fatal(err)
 	}
-	e.publishWith(cfg, 3)
+	e.publishConfig(cfg, 3)
 	viaKafka := e.chSink("_kafka")
 	if err := e.load(viaKafka, "it-loader", 0); err != nil {
 		t.Fatalf("load: %v", err)
@@ -51,8 +51,8 @@ func TestKafkaAppendOnlyCopy(t *testing.T) {
 	}
 }
 
-// publishWith runs the replicator with cfg into Kafka until it has caught up.
-func (e *env) publishWith(cfg replicator.Config, partitions int) {
+// publishConfig runs the replicator with cfg into Kafka until it has caught up.
+func (e *env) publishConfig(cfg replicator.Config, partitions int) {
 	e.t.Helper()
 	s, err := kafka.New(kafka.Config{Client: e.client(), Database: e.db, Partitions: partitions})
 	if err != nil {
