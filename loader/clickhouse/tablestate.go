@@ -75,6 +75,10 @@ func (s *Sink) SetTableState(ctx context.Context, slot string, oid uint32, state
 // last. The clock only keeps values readable as times.
 func (s *Sink) nextUpdated(ctx context.Context) (uint64, error) {
 	if !s.updatedRead {
+		// Both state tables order their rows by this one counter.
+		if err := s.ensureSnapshotTable(ctx); err != nil {
+			return 0, err
+		}
 		if err := s.ensureTableStateTable(ctx); err != nil {
 			return 0, err
 		}
