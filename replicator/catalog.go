@@ -190,6 +190,10 @@ type catalogTable struct {
 	Columns      []catalogColumn `json:"columns"`
 	// Copied is the relation's copyCut, kept with the stored state.
 	Copied *copyCut `json:"copied,omitempty"`
+	// Copying is set while a restart's copy of the table runs (copyMissing):
+	// a state that still says so at the next start belongs to a copy cut
+	// short, whose partial table is copied again.
+	Copying bool `json:"copying,omitempty"`
 	// Stale is the relation's stale flag: a restart must not take the
 	// placeholders a copy left for an in-place change to build on.
 	Stale bool `json:"stale,omitempty"`

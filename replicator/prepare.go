@@ -13,9 +13,10 @@ import (
 )
 
 // prepare makes every table's ClickHouse side ready and returns the tables
-// whose rows are not there: missing tables (created now) and tables whose
+// whose rows are not there: missing tables (created now), tables whose
 // columns are not the mapping's (replaced by empty ones; the schema
-// changed while ferry was stopped, or a rebuild was cut short).
+// changed while ferry was stopped, or a rebuild was cut short) and tables
+// whose copy at an earlier restart was cut short (replaced too).
 func (r *Replicator) prepare(ctx context.Context, rels []*relation) ([]*relation, error) {
 	var empty []*relation
 	if ev, ok := r.sink.(interface {
@@ -29,6 +30,13 @@ func (r *Replicator) prepare(ctx context.Context, rels []*relation) ([]*relation
 			}
 			switch {
 			case !exists:
+				empty = append(empty, rel)
+			case rel.doc.Copying:
+				r.log.Warn("the last copy of this table was cut short: replacing the partial ClickHouse table with a fresh copy",
+					zap.Stringer("table", rel.ref), zap.String("clickhouse_table", rel.tm.Name))
+				if err := ev.Replace(ctx, rel.tm); err != nil {
+					return nil, err
+				}
 				empty = append(empty, rel)
 			case !matches:
 				r.log.Warn("the ClickHouse table's columns are not the table's: replacing it with a fresh copy",
@@ -57,9 +65,14 @@ func (r *Replicator) copyMissing(ctx context.Context, conn *pgx.Conn, rels []*re
 			return err
 		}
 		rel.keyNullsApart()
+		rel.doc.Copying = true
+		if err := r.saveState(ctx, rel); err != nil {
+			return err
+		}
 		if err := r.copyFresh(ctx, rel, rel.tm); err != nil {
 			return fmt.Errorf("copy %s: %w", rel.ref, err)
 		}
+		rel.doc.Copying = false
 		if err := r.saveState(ctx, rel); err != nil {
 			return err
 		}
