@@ -71,7 +71,7 @@ func (r *Replicator) runRetrying(ctx context.Context) error {
 			failingSince = time.Time{}
 		}
 		if failingSince.IsZero() {
-			failingSince = start
+			failingSince = time.Now()
 		}
 		if limit := r.cfg.RetryFor; limit > 0 && time.Since(failingSince) >= limit {
 			return fmt.Errorf("gave up after retrying for %s (attempt %d; --retry-for sets how long): %w",
