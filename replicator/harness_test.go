@@ -173,7 +173,7 @@ func (e *env) catchUp(cfg replicator.Config) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	return r.Run(ctx)
 }
