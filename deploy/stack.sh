@@ -553,6 +553,7 @@ fi
 CHDB_LIB="$CHDB_CACHE/$CHDB_VERSION/libchdb.so"
 CHM_TCP_PORT="${FERRY_STACK_CHM_PORT:-29000}"
 CHM_HTTP_PORT="${FERRY_STACK_CHM_HTTP_PORT:-28123}"
+CHM_INNER_PORT="${FERRY_STACK_CHM_INNER_PORT:-29001}" # the server's own native port, behind the shield
 CHM_DIR="$STACK/chm"
 CHM_BIN="$CHM_DIR/chdb-server"
 CHM_PIDFILE="$CHM_DIR/supervisor.pid"
@@ -579,12 +580,16 @@ chdb_fetch() {
 	rm -rf "$tmp"
 }
 
-chdb_build_launcher() {
+# chdb_build: the launcher (C, dlopen) and the shield (Go) that relays the
+# native port to it; see deploy/chdb/README.md for why the shield is there.
+chdb_build() {
 	local src="$ROOT/deploy/chdb/launcher.c"
-	[ -x "$CHM_BIN" ] && [ "$CHM_BIN" -nt "$src" ] && return 0
-	command -v cc >/dev/null 2>&1 || apt_install gcc libc6-dev
 	mkdir -p "$CHM_DIR"
-	cc -O2 -Wall -o "$CHM_BIN" "$src" -ldl || die "building $src failed"
+	if ! [ -x "$CHM_BIN" ] || ! [ "$CHM_BIN" -nt "$src" ]; then
+		command -v cc >/dev/null 2>&1 || apt_install gcc libc6-dev
+		cc -O2 -Wall -o "$CHM_BIN" "$src" -ldl || die "building $src failed"
+	fi
+	(cd "$ROOT" && go build -o "$CHM_DIR/shield" ./deploy/chdb/shield) || die "building deploy/chdb/shield failed"
 }
 
 chm_supervisor_pid() {
@@ -625,10 +630,12 @@ chm_supervise() {
 	local query="SYSTEM START LISTEN TCP; SYSTEM START LISTEN HTTP; SELECT sleepEachRow(1) FROM system.numbers SETTINGS max_block_size = 1 FORMAT Null"
 	local rc
 	echo $$ >"$CHM_PIDFILE"
+	"$CHM_DIR/shield" -listen "$HOST:$CHM_TCP_PORT" -upstream "$HOST:$CHM_INNER_PORT" \
+		-user default= -user ferry_secret=ferry-test-secret >>"$CHM_DIR/log/shield.log" 2>&1 &
 	while [ ! -e "$CHM_DIR/stop" ]; do
 		rc=0
 		"$CHM_BIN" "$CHDB_LIB" --config-file="$CHM_DIR/config.xml" --path="$CHM_DIR/data/" \
-			--listen_host="$HOST" --tcp_port="$CHM_TCP_PORT" --http_port="$CHM_HTTP_PORT" \
+			--listen_host="$HOST" --tcp_port="$CHM_INNER_PORT" --http_port="$CHM_HTTP_PORT" \
 			--query "$query" >>"$CHM_DIR/log/stdout.log" 2>&1 || rc=$?
 		[ -e "$CHM_DIR/stop" ] && break
 		printf '%s exited %s; restarting\n' "$(date -u +%FT%TZ)" "$rc" >>"$CHM_DIR/restarts.log"
@@ -644,9 +651,9 @@ chm_up() {
 		return 0
 	fi
 	chdb_fetch
-	chdb_build_launcher
+	chdb_build
 	if ! chm_supervisor_pid >/dev/null; then
-		for p in "$CHM_TCP_PORT" "$CHM_HTTP_PORT"; do
+		for p in "$CHM_TCP_PORT" "$CHM_INNER_PORT" "$CHM_HTTP_PORT"; do
 			port_open "$p" && die "port $p is taken by another process (not this checkout's clickhouse 26.7)"
 		done
 		chm_write_config
@@ -678,10 +685,12 @@ chm_down() {
 	# The supervisor leads its own session: TERM reaches it and the server.
 	kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
 	for _ in $(seq 1 100); do
-		port_open "$CHM_TCP_PORT" || break
+		port_open "$CHM_TCP_PORT" || port_open "$CHM_INNER_PORT" || break
 		sleep 0.1
 	done
-	port_open "$CHM_TCP_PORT" && kill -KILL -- "-$pid" 2>/dev/null
+	if port_open "$CHM_TCP_PORT" || port_open "$CHM_INNER_PORT"; then
+		kill -KILL -- "-$pid" 2>/dev/null || true
+	fi
 	rm -f "$CHM_PIDFILE"
 }
 
@@ -738,6 +747,7 @@ export FERRY_PG_URL=postgres://postgres@$HOST:$PG_PORT/postgres?sslmode=disable
 export FERRY_CH_URL=clickhouse://default@$HOST:$CHM_TCP_PORT/default # ClickHouse 26.7
 export FERRY_CH_MODERN_URL=clickhouse://default@$HOST:$CHM_TCP_PORT/default
 export FERRY_CH_LEGACY_URL=clickhouse://default@$HOST:$CH_TCP_PORT/default # ClickHouse 18.16
+export FERRY_CHDB_LIB='$CHDB_LIB' FERRY_CHDB_LAUNCHER='$CHM_BIN' FERRY_CHDB_SHIELD='$CHM_DIR/shield' # for private 26.7 servers (chaos suite)
 EOF
 	# A user whose password is asked for, for tests of password handling.
 	echo "export FERRY_CH_SECRET_URL=clickhouse://ferry_secret@$HOST:$CHM_TCP_PORT/default # password ferry-test-secret" >>"$STACK/env"
@@ -826,6 +836,8 @@ down) cmd_down ;;
 status) cmd_status ;;
 purge) cmd_purge ;;
 chm-supervise) chm_supervise ;;
+chm-up) chm_up ;;     # the 26.7 server alone
+chm-down) chm_down ;; # the 26.7 server alone
 *)
 	echo "usage: $0 up|down|status|purge" >&2
 	exit 2

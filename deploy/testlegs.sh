@@ -38,11 +38,12 @@ for leg in ${LEGS:-modern legacy}; do
 	start=$(date +%s)
 	env_args=(FERRY_CH_URL="$url" FERRY_CH_SECRET_URL="$secret" FERRY_CH_LEG="$leg" FERRY_CH_LEG_VERSION="$version")
 	# The modern server (clickhouse-local from libchdb) serves no TLS port:
-	# the TLS tests and the chaos suite, which restarts its own
-	# clickhouse-server, run on the legacy leg only.
+	# the TLS tests run on the legacy leg only. The chaos suite starts
+	# private servers of its own: libchdb-hosted 26.7 in the modern leg.
 	unset_args=()
 	if [ "$leg" = modern ]; then
 		unset_args=(-u FERRY_CH_TLS_URL)
+		env_args+=(FERRY_CHAOS_CH=chdb)
 	fi
 	rc=0
 	env "${unset_args[@]}" "${env_args[@]}" "$GO" test -count=1 -timeout 20m "${flags[@]}" "${pkgs[@]}" || rc=$?

@@ -145,6 +145,14 @@ func queryRefs(ctx context.Context, conn *pgx.Conn, sql string, args ...any) ([]
 	return refs, rows.Err()
 }
 
+// keyNullsApart marks a table whose ClickHouse rows are all still to be
+// written to key NULL apart from the text \N (schema.Table.DistinctNull).
+func (d *described) keyNullsApart() { d.table.DistinctNull, d.doc.DistinctNull = true, true }
+
+// keyNullsApart is described.keyNullsApart for a table about to be copied
+// into an empty ClickHouse table.
+func (r *relation) keyNullsApart() { r.tm.Source.DistinctNull, r.doc.DistinctNull = true, true }
+
 // described is a table as the catalog describes it.
 type described struct {
 	table      schema.Table
@@ -169,13 +177,17 @@ func describeTable(ctx context.Context, conn *pgx.Conn, ref tableRef) (described
 // emits the same document, so the stream and the catalog describe a table
 // alike.
 type catalogTable struct {
-	OID        uint32          `json:"oid"`
-	Schema     string          `json:"schema"`
-	Name       string          `json:"name"`
-	Ident      string          `json:"ident"`
-	Kind       string          `json:"kind"`
-	Partitions []uint32        `json:"partitions"`
-	Columns    []catalogColumn `json:"columns"`
+	OID        uint32      `json:"oid"`
+	Schema     string      `json:"schema"`
+	Name       string      `json:"name"`
+	Ident      string      `json:"ident"`
+	Kind       string      `json:"kind"`
+	Partitions []uint32    `json:"partitions"`
+	Leaves     []leafState `json:"leaves"` // a partitioned table's leaf partitions (see partguard.go); nil for a plain table
+	// DistinctNull: the ClickHouse rows were keyed with NULL apart from \N
+	// (schema.Table.DistinctNull); absent from states stored before.
+	DistinctNull bool            `json:"distinct_null,omitempty"`
+	Columns      []catalogColumn `json:"columns"`
 }
 
 type catalogColumn struct {
@@ -191,9 +203,15 @@ type catalogColumn struct {
 	BaseTypMod int32  `json:"basetypmod"`
 	Elem       uint32 `json:"elem"`
 	ElemType   string `json:"elemtype"` // "e" when the element type, or a domain's base, is an enum
-	Key        bool   `json:"key"`
-	HasDefault bool   `json:"hasdef"`
-	Dims       int    `json:"dims"`
+	// ElemDomain is set when an array's element type is a domain; Elem,
+	// ElemType and BaseName then describe the domain's base type, and
+	// ElemTypMod is the domain's typmod (an array of a domain carries
+	// none of its own: atttypmod is -1).
+	ElemDomain bool  `json:"elemdomain,omitempty"`
+	ElemTypMod int32 `json:"elemtypmod,omitempty"`
+	Key        bool  `json:"key"`
+	HasDefault bool  `json:"hasdef"`
+	Dims       int   `json:"dims"`
 }
 
 func (ct catalogTable) ref(appendOnly bool) tableRef {
@@ -201,7 +219,8 @@ func (ct catalogTable) ref(appendOnly bool) tableRef {
 }
 
 func (ct catalogTable) described(appendOnly bool) described {
-	d := described{table: schema.Table{Schema: ct.Schema, Name: ct.Name, AppendOnly: appendOnly}, partitions: ct.Partitions, doc: ct}
+	d := described{table: schema.Table{Schema: ct.Schema, Name: ct.Name, AppendOnly: appendOnly, DistinctNull: ct.DistinctNull},
+		partitions: ct.Partitions, doc: ct}
 	if ct.Ident != "" {
 		d.ident = ct.Ident[0]
 	}
@@ -211,6 +230,9 @@ func (ct catalogTable) described(appendOnly bool) described {
 			NotNull: cc.NotNull, Key: cc.Key, Enum: cc.TypType == "e" || cc.ElemType == "e", ElemOID: cc.Elem}
 		if cc.TypType == "d" {
 			c.TypeOID, c.TypeMod = cc.BaseType, cc.BaseTypMod
+		}
+		if cc.ElemDomain && c.TypeMod == -1 {
+			c.TypeMod = cc.ElemTypMod
 		}
 		d.table.Columns = append(d.table.Columns, c)
 		d.typeOIDs = append(d.typeOIDs, cc.TypID)
@@ -228,18 +250,21 @@ const tableJSON = `jsonb_build_object(
 	'oid', c.oid::bigint, 'schema', n.nspname, 'name', c.relname,
 	'ident', c.relreplident::text, 'kind', c.relkind::text,
 	'partitions', coalesce((SELECT jsonb_agg(i.inhrelid::bigint ORDER BY i.inhrelid) FROM pg_inherits i WHERE i.inhparent = c.oid), '[]'::jsonb),
+	'leaves', ` + leavesJSON + `,
 	'columns', coalesce((SELECT jsonb_agg(jsonb_build_object(
 		'attnum', a.attnum, 'name', a.attname, 'typid', a.atttypid::bigint, 'typmod', a.atttypmod,
-		'typname', format_type(a.atttypid, a.atttypmod), 'basename', coalesce(et.typname, bt.typname), 'notnull', a.attnotnull,
+		'typname', format_type(a.atttypid, a.atttypmod), 'basename', coalesce(eb.typname, bt.typname), 'notnull', a.attnotnull,
 		'typtype', t.typtype::text, 'basetype', t.typbasetype::bigint, 'basetypmod', t.typtypmod,
-		'elem', CASE WHEN bt.typcategory = 'A' THEN bt.typelem::bigint ELSE 0 END,
-		'elemtype', CASE WHEN bt.typtype = 'e' THEN 'e' ELSE coalesce(et.typtype::text, '') END,
+		'elem', CASE WHEN bt.typcategory = 'A' THEN eb.oid::bigint ELSE 0 END,
+		'elemtype', CASE WHEN bt.typtype = 'e' THEN 'e' ELSE coalesce(eb.typtype::text, '') END,
+		'elemdomain', coalesce(et.typtype = 'd', false), 'elemtypmod', CASE WHEN et.typtype = 'd' THEN et.typtypmod ELSE 0 END,
 		'key', coalesce(a.attnum = ANY((SELECT i.indkey FROM pg_index i WHERE i.indrelid = c.oid
 			AND CASE c.relreplident WHEN 'i' THEN i.indisreplident ELSE i.indisprimary END LIMIT 1)::int2[]), false),
 		'hasdef', a.atthasdef, 'dims', a.attndims) ORDER BY a.attnum)
 		FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
 		JOIN pg_type bt ON bt.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
 		LEFT JOIN pg_type et ON et.oid = bt.typelem AND bt.typcategory = 'A'
+		LEFT JOIN pg_type eb ON eb.oid = CASE WHEN et.typtype = 'd' THEN et.typbasetype ELSE et.oid END
 		WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''), '[]'::jsonb))`
 
 // textColumnSet parses --text-columns entries into "schema.table" → columns.

@@ -62,7 +62,9 @@ func (s *stream) commit(ctx context.Context, m *pglogrepl.CommitMessage) error {
 		if err := s.flush(ctx); err != nil {
 			return err
 		}
-		return errCaughtUp
+		if s.acked >= s.target {
+			return errCaughtUp
+		}
 	}
 	return nil
 }
@@ -176,6 +178,9 @@ func (s *stream) truncate(ctx context.Context, m *pglogrepl.TruncateMessage) err
 			return fmt.Errorf("truncate %s: %w", rel.ref, err)
 		}
 		s.log.Info("truncated", zap.Stringer("table", rel.ref))
+		if err := s.truncatedLeaves(ctx, rel, s.txID); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -99,6 +99,9 @@ func Setup(ctx context.Context, connString, publication string) error {
 		return err
 	}
 	defer conn.Close(context.Background())
+	if err := checkSetupVersion(serverMajor(conn.PgConn())); err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
 	stmts := []string{
 		publishFunctionSQL(),
 		ddlFunctionSQL(publication),

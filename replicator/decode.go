@@ -109,7 +109,7 @@ func (r *relation) setRowKey(row *loader.Row) error {
 			return fmt.Errorf("table %s: column %q came as an unchanged TOAST value without the old row's value, "+
 				"so the row cannot be identified: add a primary key to the table", r.ref, r.tm.Columns[i].Name)
 		}
-		buf = schema.AppendEncoded(buf, v)
+		buf = schema.AppendRowKeyValue(buf, v, r.tm.Source)
 	}
 	// A hash keeps the sorting key short whatever the row holds; 128 bits
 	// make a collision between two rows of one table beyond reach.
@@ -141,12 +141,24 @@ func (r *relation) valueErr(tuple *pglogrepl.TupleData, err error) error {
 }
 
 func (r *relation) describeKey(tuple *pglogrepl.TupleData) string {
+	return r.keyText(func(k int) ([]byte, bool) {
+		if tuple == nil || k >= len(tuple.Columns) {
+			return nil, false
+		}
+		return tuple.Columns[k].Data, true
+	})
+}
+
+// keyText describes a row by its key columns' text, which field gives
+// for each key column's index (ok false when the row does not hold it).
+func (r *relation) keyText(field func(k int) (text []byte, ok bool)) string {
 	var parts []string
 	for _, k := range r.tm.Key {
-		if tuple == nil || k >= len(tuple.Columns) {
+		text, ok := field(k)
+		if !ok {
 			return "(key unknown)"
 		}
-		v := string(tuple.Columns[k].Data)
+		v := string(text)
 		if len(v) > 64 {
 			v = v[:64] + "…"
 		}

@@ -41,7 +41,7 @@ func (s *stream) ddl(ctx context.Context, ev ddlEvent, version uint64) error {
 	switch {
 	case ev.Tag == "DROP TABLE":
 		if rel == nil {
-			return nil
+			return s.partitionDropped(ctx, ev.Table.OID, version)
 		}
 		if err := s.flush(ctx); err != nil {
 			return err
@@ -111,6 +111,11 @@ func (s *stream) evolve(ctx context.Context, rel *relation, d described, byAttnu
 	if err := applyTextColumns(&d.table, s.rep.textCols[rel.ref.String()]); err != nil {
 		return err
 	}
+	// The catalog's leaves (in a captured DDL's description too) may show a
+	// partition change the stream did not carry: only a copy explains them.
+	d.doc.Leaves = rel.doc.Leaves
+	// The row key encoding is the ClickHouse rows', which only a copy changes.
+	d.table.DistinctNull, d.doc.DistinctNull = rel.tm.Source.DistinctNull, rel.doc.DistinctNull
 	attach := byAttnum && !reflect.DeepEqual(rel.partitions, d.partitions)
 	if reflect.DeepEqual(rel.tm.Source, d.table) && !attach {
 		rel.typeOIDs, rel.attnums, rel.hasDefault, rel.partitions, rel.doc = d.typeOIDs, d.attnums, d.hasDefault, d.partitions, d.doc
@@ -150,6 +155,14 @@ func (s *stream) evolve(ctx context.Context, rel *relation, d described, byAttnu
 	if rebuild {
 		s.log.Info("schema change needs the ClickHouse table rebuilt: copying the table into a new one and swapping it in",
 			zap.Stringer("table", next.ref), zap.Int("changes", len(changes)), zap.Bool("partitions_changed", attach))
+		conn, err := s.pg(ctx)
+		if err != nil {
+			return err
+		}
+		if err := refreshLeaves(ctx, conn, next); err != nil {
+			return err
+		}
+		next.keyNullsApart()
 		if err := s.rebuild(ctx, next, version); err != nil {
 			return err
 		}

@@ -51,11 +51,18 @@ func (r *Replicator) prepare(ctx context.Context, rels []*relation) ([]*relation
 // copyMissing copies, on a restart, the tables prepare found without rows.
 // Their rows get the resume position as version: every change replayed
 // from there has a higher one.
-func (r *Replicator) copyMissing(ctx context.Context, rels []*relation, start pglogrepl.LSN) error {
+func (r *Replicator) copyMissing(ctx context.Context, conn *pgx.Conn, rels []*relation, start pglogrepl.LSN) error {
 	for _, rel := range rels {
 		r.log.Info("copying a table whose rows ClickHouse lacks", zap.Stringer("table", rel.ref))
+		if err := refreshLeaves(ctx, conn, rel); err != nil {
+			return err
+		}
+		rel.keyNullsApart()
 		if err := r.copyFresh(ctx, rel, rel.tm, uint64(start)); err != nil {
 			return fmt.Errorf("copy %s: %w", rel.ref, err)
+		}
+		if err := r.saveState(ctx, rel); err != nil {
+			return err
 		}
 	}
 	return nil

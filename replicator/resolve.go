@@ -50,6 +50,8 @@ func (r *Replicator) relations(ctx context.Context, conn *pgx.Conn, refs []table
 		if doc, ok := stored[ref.OID]; ok {
 			d, err = doc.described(ref.AppendOnly), nil
 			ref.Schema, ref.Name = doc.Schema, doc.Name
+		} else {
+			d.keyNullsApart() // its ClickHouse rows are all still to be written
 		}
 		if err != nil {
 			return nil, err

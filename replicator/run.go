@@ -91,6 +91,19 @@ func (r *Replicator) run(ctx context.Context) error {
 	if err := preflight(ctx, conn); err != nil {
 		return err
 	}
+	capture, err := hasDDLCapture(ctx, conn)
+	if err != nil {
+		r.log.Warn("could not tell whether ferry's DDL capture is installed", zap.Error(err))
+	} else if !capture {
+		r.log.Info("ferry's DDL capture is not installed (run ferry setup as a superuser): schema changes are seen only when a row of the table changes, and a renamed column looks like a dropped one and an added one")
+	}
+	note, err := checkServerVersion(serverMajor(conn.PgConn()), capture)
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		r.log.Warn(note)
+	}
 	if err := r.capStandbyInterval(ctx, conn); err != nil {
 		return err
 	}
@@ -102,9 +115,6 @@ func (r *Replicator) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if ok, err := hasDDLCapture(ctx, conn); err == nil && !ok {
-		r.log.Info("ferry's DDL capture is not installed (run ferry setup as a superuser): schema changes are seen only when a row of the table changes, and a renamed column looks like a dropped one and an added one")
-	}
 	empty, err := r.prepare(ctx, rels)
 	if err != nil {
 		return err
@@ -114,7 +124,7 @@ func (r *Replicator) run(ctx context.Context) error {
 		return err
 	}
 	if !copied {
-		if err := r.copyMissing(ctx, union(empty, added), start); err != nil {
+		if err := r.copyMissing(ctx, conn, union(empty, added), start); err != nil {
 			return err
 		}
 	}
@@ -252,6 +262,9 @@ func (r *Replicator) stream(ctx context.Context, rels []*relation, start, target
 	}
 	for _, rel := range rels {
 		s.byOID[rel.ref.OID] = rel
+	}
+	if err := s.startGuard(ctx, start); err != nil {
+		return err
 	}
 	defer func() {
 		if s.sql != nil {

@@ -166,12 +166,22 @@ func (rel *relation) copyValues(vals []any, fields [][]byte, from []int) (int, e
 		f := fields[j]
 		v, err := cols[i].Convert(f, f == nil)
 		if err != nil {
-			return 0, fmt.Errorf("copy of %s: %w", rel.ref, err)
+			return 0, fmt.Errorf("copy of %s, row %s: %w", rel.ref, rel.copyKey(fields, from), err)
 		}
 		vals[i] = v
 		size += len(f)
 	}
 	return size, nil
+}
+
+// copyKey describes a COPY row by its key, as the stream's errors do.
+func (rel *relation) copyKey(fields [][]byte, from []int) string {
+	return rel.keyText(func(k int) ([]byte, bool) {
+		if j := from[k]; j >= 0 && j < len(fields) {
+			return fields[j], true
+		}
+		return nil, false
+	})
 }
 
 // copySQL reads columns of a table, the rows of pages rng; the SELECT form

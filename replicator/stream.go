@@ -51,6 +51,8 @@ type stream struct {
 
 	spills *spills // streamed transactions in progress; nil without protocol 2 streaming
 
+	guard *partGuard // nil when no partitioned table is replicated
+
 	// The read deadline last set on the replication connection.
 	rdeadline time.Time
 }
@@ -105,6 +107,9 @@ func (s *stream) tick(ctx context.Context) error {
 		now = time.Now() // a flush can take a while
 	}
 	if !now.Before(s.nextStatus) {
+		if err := s.checkPartitions(ctx, false); err != nil {
+			return err
+		}
 		return s.sendStatus(false)
 	}
 	return nil
@@ -131,7 +136,7 @@ func (s *stream) receive(ctx context.Context) error {
 	msg, err := s.conn.ReceiveMessage(context.Background())
 	if err != nil {
 		if pgconn.Timeout(err) && ctx.Err() == nil {
-			return s.idle()
+			return s.idle(ctx)
 		}
 		return fmt.Errorf("receive from slot %s: %w", s.cfg.Slot, err)
 	}
@@ -151,7 +156,7 @@ func (s *stream) receive(ctx context.Context) error {
 // idle runs when nothing arrived before the deadline. In catch-up mode it
 // asks the server where its WAL ends, so that a quiet database still lets
 // the command finish.
-func (s *stream) idle() error {
+func (s *stream) idle(ctx context.Context) error {
 	now := time.Now()
 	if s.heard || s.lastHeard.IsZero() {
 		s.heard, s.lastHeard = false, now
@@ -162,6 +167,9 @@ func (s *stream) idle() error {
 			s.cfg.Slot, errServerSilent, silent.Round(time.Second))
 	}
 	if (s.cfg.CatchUp && !s.inTx && s.batch.Len() == 0) || silent >= s.cfg.StandbyInterval {
+		if err := s.checkPartitions(ctx, s.cfg.CatchUp); err != nil {
+			return err
+		}
 		// A live walsender answers at once; its answer resets the silence.
 		return s.sendStatus(true)
 	}
@@ -219,6 +227,9 @@ func (s *stream) keepalive(ctx context.Context, ka pglogrepl.PrimaryKeepaliveMes
 	// metrics) reach the server's WAL end without waiting for the next
 	// standby interval; the walsender then stops asking.
 	if ka.ReplyRequested || moved {
+		if err := s.checkPartitions(ctx, s.cfg.CatchUp); err != nil {
+			return err
+		}
 		return s.sendStatus(false)
 	}
 	return nil
@@ -239,6 +250,9 @@ func (s *stream) flush(ctx context.Context) error {
 		s.cfg.Observer.Flushed(n, took)
 		s.log.Debug("flushed", zap.Int("rows", n), zap.Duration("took", took))
 	}
+	if err := s.checkPartitions(ctx, s.cfg.CatchUp); err != nil {
+		return err
+	}
 	if s.advance() {
 		return s.sendStatus(false)
 	}
@@ -249,11 +263,16 @@ func (s *stream) flush(ctx context.Context) error {
 // transaction when nothing received is still only in memory, and reports
 // whether it moved.
 func (s *stream) advance() bool {
-	if s.batch.Len() > 0 || s.lastEnd <= s.acked {
+	to := s.guard.confirmable(s.lastEnd)
+	if s.batch.Len() > 0 || to <= s.acked {
 		return false
 	}
-	s.acked = s.lastEnd
-	s.cfg.Observer.Confirmed(s.acked, s.lastCommitTime)
+	s.acked = to
+	at := s.lastCommitTime
+	if to < s.lastEnd {
+		at = time.Time{} // not the last transaction's end
+	}
+	s.cfg.Observer.Confirmed(s.acked, at)
 	return true
 }
 

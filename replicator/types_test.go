@@ -16,7 +16,7 @@ type typeColumn struct {
 	pgExpr       string              // PostgreSQL expression giving text; %s is the column
 	chExpr       string              // ClickHouse expression giving a String; %s is the column
 	norm         func(string) string // applied to both sides, when their spellings differ
-	oldOnly      bool                // the expressions assume ClickHouse < 20.1 (integer temporal forms)
+	oldOnly      bool                // the expressions read 18.16's integer temporal forms; String of the text on 26.7
 	// viaDriver reads the ClickHouse column through the driver's decoding
 	// instead of toString(), which on 18.16 prints Decimal128 wrongly.
 	viaDriver bool
@@ -136,18 +136,24 @@ func TestEveryType(t *testing.T) {
 		e.exec(`INSERT INTO types (id, ` + strings.Join(names, ", ") + `) VALUES (` + r + `)`)
 	}
 	cfg := e.config()
+	modern := e.sink().Capabilities().DateTime64
+	if modern {
+		// The rows hold dates and timestamps past Date32's and DateTime64's
+		// range (TestTemporalRange covers those types), which ferry refuses
+		// there: the documented fix is --text-columns.
+		cfg.TextColumns = []string{"public.types.d", "public.types.ts", "public.types.tstz"}
+	}
 	e.mustCatchUp(cfg) // rows 1–4 through COPY
 	e.exec(`INSERT INTO types SELECT id + 100, ` + strings.Join(names, ", ") + ` FROM types`)
 	e.exec(`UPDATE types SET i2 = 7 WHERE id = 104`)
 	e.mustCatchUp(cfg) // rows 101–104 through pgoutput
 	e.verifyAll(cfg)
 
-	modern := e.sink().Capabilities().DateTime64
 	for _, c := range typeColumns {
-		if c.oldOnly && modern {
-			continue // verifyAll covered it; these expressions read the integer forms
-		}
 		pgExpr, chExpr := c.pgExpr, c.chExpr
+		if c.oldOnly && modern {
+			pgExpr, chExpr = "%s::text", "%s" // String of PostgreSQL's text (--text-columns)
+		}
 		if pgExpr == "" {
 			pgExpr = "%s::text"
 		}

@@ -155,6 +155,11 @@ func (m *TableMap) AlterSQL(database string, c ColumnChange) string {
 	return ""
 }
 
+// ExchangeTablesSQL swaps two tables of database atomically.
+func ExchangeTablesSQL(database, a, b string) string {
+	return "EXCHANGE TABLES " + QuoteCH(database) + "." + QuoteCH(a) + " AND " + QuoteCH(database) + "." + QuoteCH(b)
+}
+
 // RenameTableSQL renames tables in one statement: pairs of (from, to)
 // ClickHouse table names in database.
 func RenameTableSQL(database string, pairs ...[2]string) string {

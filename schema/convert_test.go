@@ -106,6 +106,15 @@ func TestConvertNumbers(t *testing.T) {
 		{name: "numeric unconstrained 50 digits", col: Column{TypeOID: 1700, TypeMod: -1, NotNull: true},
 			text: "12345678901234567890123456789012345678901234567890.000", want: "12345678901234567890123456789012345678901234567890.000"},
 		{name: "numeric unconstrained NaN", col: Column{TypeOID: 1700, TypeMod: -1, NotNull: true}, text: "NaN", want: "NaN"},
+		{name: "numeric(40,2)", col: num(40, 2), text: "1.50", want: dec("1.5")},
+		{name: "decimal 76 digits", col: num(76, 20), text: "-" + strings.Repeat("9", 56) + "." + strings.Repeat("9", 20),
+			want: dec("-" + strings.Repeat("9", 56) + "." + strings.Repeat("9", 20))},
+		{name: "decimal 76,76", col: num(76, 76), text: "0." + strings.Repeat("9", 76), want: dec("0." + strings.Repeat("9", 76))},
+		{name: "decimal 77 digits", col: num(76, 0), text: "1" + strings.Repeat("0", 76), wantErr: "Decimal(76, 0) can't hold"},
+		{name: "numeric(77,0) as string", col: num(77, 0), text: "1.50", want: "1.50"},
+	})
+	// Without Decimal256 (18.16), numeric wider than 38 digits is String.
+	runConvertCases(t, CapabilitiesFor(18, 16), []convertCase{
 		{name: "numeric(40,2) as string", col: num(40, 2), text: "1.50", want: "1.50"},
 	})
 }

@@ -26,6 +26,8 @@
 //	                                                      of "X/Y" (ordered as in PostgreSQL)
 //	float4, float8          Float32, Float64              float32, float64 (NaN, ±Infinity kept)
 //	numeric(p,s), p <= 38   Decimal(p, s)                 decimal.Decimal (NaN, ±Infinity: error)
+//	numeric(p,s), p <= 76   Decimal(p, s) (Decimal256,    decimal.Decimal
+//	                        22.8+), else String           string, PostgreSQL's exact text
 //	other numeric           String                        string, PostgreSQL's exact text
 //	text, varchar, bpchar,  String                        string, the exact bytes (bpchar
 //	"char", name, json(b)                                 keeps its padding)
@@ -42,8 +44,9 @@
 //	text-form types         String                        string, PostgreSQL's text form
 //	anything else           String, Fallback set          string, PostgreSQL's text form
 //
-// "other numeric" is an unconstrained numeric, a precision above 38, or a
-// negative scale or one above the precision (PostgreSQL 15). A column named
+// "other numeric" is an unconstrained numeric, a precision above 76 (38
+// without Decimal256), or a negative scale or one above the precision
+// (PostgreSQL 15). A column named
 // in --text-columns (Column.Text) is String whatever its type.
 //
 // The text-form types are those ClickHouse has no type for that holds every
@@ -67,7 +70,10 @@
 // Date32 and DateTime64 hold 1900-01-01 to 2299-12-31 from ClickHouse 22.8
 // (before, 1925 to 2283, clamping other values silently, so ferry uses the
 // integer forms there); other dates and timestamps, and infinity, are
-// errors with the fix. The integer forms used on older servers hold every
+// errors with the fix. Every microsecond of that range arrives exact
+// (checked on 26.7): the ClickHouse loader carries values past
+// clickhouse-go's nanoseconds since 1970, which end in 2262, as Int64
+// microseconds. The integer forms used on older servers hold every
 // PostgreSQL date and timestamp exactly, infinity included: math.MaxInt32
 // and math.MinInt32 are date's infinity and -infinity, math.MaxInt64 and
 // math.MinInt64 timestamp's, as inside PostgreSQL, so they sort after and
@@ -92,8 +98,9 @@
 // change data, so:
 //
 //   - a NOT NULL array column is Array(Nullable(T)) of its element
-//     mapping (an enum element is String) and Convert gives []*T, nil for a
-//     NULL element;
+//     mapping (an enum element is String; a domain element maps as its
+//     base type, which the caller resolves in Column) and Convert gives
+//     []*T, nil for a NULL element;
 //   - a nullable array column is Nullable(String) holding PostgreSQL's
 //     array text, such as {1,2,NULL}; a key array column (REPLICA
 //     IDENTITY FULL) is String of the same text, as ClickHouse can't sort

@@ -34,8 +34,12 @@ const (
 	oidJSONB       = 3802
 )
 
-// maxDecimalPrecision is the widest Decimal ClickHouse has (Decimal128).
-const maxDecimalPrecision = 38
+// maxDecimal128 is the widest Decimal of every server (Decimal128), and
+// maxDecimal256 the widest where the server has Decimal256.
+const (
+	maxDecimal128 = 38
+	maxDecimal256 = 76
+)
 
 // kind is how values of one PostgreSQL type go to ClickHouse: the
 // non-Nullable ClickHouse type, converters for a scalar and for a
@@ -174,7 +178,7 @@ func scalarKind(oid uint32, name string, typmod int32, caps Capabilities) (k kin
 	case oidFloat8:
 		return newKind("Float64", parseFloat64, float64(0)), true
 	case oidNumeric:
-		return numericKind(typmod), true
+		return numericKind(typmod, caps), true
 	case oidText, oidVarchar, oidBpchar, oidChar, oidName, oidJSON, oidJSONB:
 		return stringKind(), true
 	case oidBytea:
@@ -220,10 +224,15 @@ func temporalKind(oid uint32, caps Capabilities) (k kind, ok bool) {
 }
 
 // numericKind maps numeric(p, s) to Decimal(p, s) when ClickHouse can hold
-// every value of it, else to String in PostgreSQL's exact text form.
-func numericKind(typmod int32) kind {
+// every value of it (p up to 38, or 76 with Decimal256), else to String in
+// PostgreSQL's exact text form.
+func numericKind(typmod int32, caps Capabilities) kind {
 	p, s, ok := numericTypmod(typmod)
-	if !ok || p > maxDecimalPrecision || s < 0 || s > p {
+	widest := maxDecimal128
+	if caps.Decimal256 {
+		widest = maxDecimal256
+	}
+	if !ok || p > widest || s < 0 || s > p {
 		return stringKind()
 	}
 	chType := "Decimal(" + strconv.Itoa(p) + ", " + strconv.Itoa(s) + ")"

@@ -11,7 +11,7 @@ type Column struct {
 	NotNull  bool   // attnotnull
 	Key      bool   // part of the replica identity key (primary key or REPLICA IDENTITY USING INDEX)
 	Enum     bool   // the type (or for arrays the element type) is an enum
-	ElemOID  uint32 // element type of an array; 0 for scalars
+	ElemOID  uint32 // element type of an array (a domain resolved to its base, with its typmod in TypeMod); 0 for scalars
 	// TypeBaseName is the unqualified pg_type.typname of the type TypeOID
 	// names or, for an array, of ElemOID (domains resolved, as for TypeOID):
 	// "citext", "hstore", "geometry". Extension types have no fixed OID, so
@@ -41,6 +41,10 @@ type Table struct {
 	// one encoded key column (RowKeyColumn). Rows equal in every column are
 	// one row in ClickHouse.
 	FullRow bool
+	// DistinctNull: the table's row keys encode NULL apart from the text \N
+	// (AppendRowKeyValue). Tables whose ClickHouse rows were keyed before
+	// ferry did so keep the old keys until the table is copied anew.
+	DistinctNull bool `json:",omitempty"`
 }
 
 // QualifiedName is the table's PostgreSQL name, quoted for SQL.
@@ -53,12 +57,17 @@ type Capabilities struct {
 	// DateTime64 and Date32 exist from 20.1 and 21.9, but hold 1900 to 2299
 	// only from 22.8 (before, 1925 to 2283, clamping other values silently),
 	// so ferry uses them from 22.8.
-	DateTime64     bool // DateTime64(6) with the 1900-2299 range: 22.8+
-	Date32         bool // Date32 with the 1900-2299 range: 22.8+
-	Bool           bool // Bool: 21.12+
+	DateTime64 bool // DateTime64(6) with the 1900-2299 range: 22.8+
+	Date32     bool // Date32 with the 1900-2299 range: 22.8+
+	Bool       bool // Bool: 21.12+
+	// Decimal256 is Decimal(P, S) with P from 39 to 76. It left the
+	// experimental settings in 21.x; ferry uses it with the other modern
+	// types from 22.8 (checked on 26.7).
+	Decimal256     bool // Decimal(39..76, S): 22.8+
 	IsDeleted      bool // ReplacingMergeTree(ver, is_deleted): 23.2+
 	LowCardinality bool // LowCardinality(String) without a setting: 19.9+ (approximately)
 	RenameColumn   bool // ALTER TABLE ... RENAME COLUMN: 20.4+
+	ExchangeTables bool // EXCHANGE TABLES, in Atomic databases only: 20.8+
 }
 
 // CapabilitiesFor returns what a server of the given version supports.
@@ -68,8 +77,10 @@ func CapabilitiesFor(major, minor int) Capabilities {
 		DateTime64:     at(22, 8),
 		Date32:         at(22, 8),
 		Bool:           at(21, 12),
+		Decimal256:     at(22, 8),
 		IsDeleted:      at(23, 2),
 		LowCardinality: at(19, 9),
 		RenameColumn:   at(20, 4),
+		ExchangeTables: at(20, 8),
 	}
 }

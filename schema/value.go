@@ -17,7 +17,7 @@ import (
 // lookups such as WHERE (k1, k2) IN ((..), (..)). Every literal compares
 // equal to the stored value on every supported server: integers and floats
 // as exact numeric text (float32 widened exactly to float64; nan, inf,
-// -inf), decimals as toDecimal128('text', scale) because a plain numeric
+// -inf), decimals as toDecimal128('text', scale) (toDecimal256 past 38 digits) because a plain numeric
 // literal would be a Float64, strings via QuoteCHString, times as
 // toDateTime64('...', 6, 'UTC'), UUIDs as toUUID('...'), bools as 1 or 0,
 // nil (and nil pointers) as NULL, slices as [a, b]. Other types are an
@@ -82,15 +82,21 @@ func appendLiteralReflect(b []byte, v any) ([]byte, error) {
 	return nil, fmt.Errorf("no ClickHouse literal for a value of type %T", v)
 }
 
-// appendDecimalLiteral writes toDecimal128('text', scale); the scale is the
-// number of fractional digits, so the conversion is exact.
+// appendDecimalLiteral writes toDecimal128('text', scale), or
+// toDecimal256 for more than 38 digits (which only a server with
+// Decimal256 holds); the scale is the number of fractional digits, so the
+// conversion is exact.
 func appendDecimalLiteral(b []byte, d decimal.Decimal) ([]byte, error) {
 	text := decimalText(d)
 	intPart, frac, _ := strings.Cut(strings.TrimPrefix(text, "-"), ".")
-	if len(strings.TrimLeft(intPart, "0"))+len(frac) > maxDecimalPrecision {
-		return nil, fmt.Errorf("decimal %s has more than %d digits", text, maxDecimalPrecision)
+	fn := "toDecimal128('"
+	switch digits := len(strings.TrimLeft(intPart, "0")) + len(frac); {
+	case digits > maxDecimal256:
+		return nil, fmt.Errorf("decimal %s has more than %d digits", text, maxDecimal256)
+	case digits > maxDecimal128:
+		fn = "toDecimal256('"
 	}
-	b = append(b, "toDecimal128('"+text+"', "...)
+	b = append(b, fn+text+"', "...)
 	b = strconv.AppendInt(b, int64(len(frac)), 10)
 	return append(b, ')'), nil
 }
@@ -280,8 +286,26 @@ func appendPadded(b []byte, n, width int) []byte {
 
 // AppendEncoded appends v's Canonical form to buf, prefixed with its length,
 // so that a run of encoded values can be split only one way: two rows
-// encode alike exactly when their values are canonically equal.
+// encode alike exactly when their values are canonically equal. NULL is
+// "N", which no length starts with (its Canonical form \N is also a text's).
 func AppendEncoded(buf []byte, v any) []byte {
+	if v == nil {
+		return append(buf, 'N')
+	}
+	return appendLengthPrefixed(buf, v)
+}
+
+// AppendRowKeyValue is AppendEncoded for the row key of table t (a FullRow
+// table): before DistinctNull, NULL encoded as the text \N, and a table
+// keyed so keeps that encoding, or its rows' keys would change under it.
+func AppendRowKeyValue(buf []byte, v any, t Table) []byte {
+	if v == nil && !t.DistinctNull {
+		return appendLengthPrefixed(buf, v)
+	}
+	return AppendEncoded(buf, v)
+}
+
+func appendLengthPrefixed(buf []byte, v any) []byte {
 	c := Canonical(v)
 	buf = strconv.AppendInt(buf, int64(len(c)), 10)
 	buf = append(buf, ':')

@@ -35,7 +35,10 @@ func TestLiteral(t *testing.T) {
 		{"decimal integer", dec("-100"), "toDecimal128('-100', 0)", ""},
 		{"decimal zero", dec("-0.00"), "toDecimal128('0', 0)", ""},
 		{"decimal 38 digits", dec("0.12345678901234567890123456789012345678"), "toDecimal128('0.12345678901234567890123456789012345678', 38)", ""},
-		{"decimal too wide", dec("1.12345678901234567890123456789012345678"), "", "more than 38 digits"},
+		{"decimal 39 digits", dec("1.12345678901234567890123456789012345678"), "toDecimal256('1.12345678901234567890123456789012345678', 38)", ""},
+		{"decimal 76 digits", dec("-" + strings.Repeat("9", 56) + "." + strings.Repeat("9", 20)),
+			"toDecimal256('-" + strings.Repeat("9", 56) + "." + strings.Repeat("9", 20) + "', 20)", ""},
+		{"decimal too wide", dec("1" + strings.Repeat("0", 76)), "", "more than 76 digits"},
 		{"string", "it's\n", `'it\'s\n'`, ""},
 		{"bytes raw", "\x00\xff", `'\0\xff'`, ""},
 		{"bool true", true, "1", ""},
@@ -148,5 +151,28 @@ func TestCanonicalEqual(t *testing.T) {
 				t.Errorf("Canonical %q vs %q: equal = %v, want %v", a, b, a == b, tt.wantEqual)
 			}
 		})
+	}
+}
+
+// TestRowKeyNullEncoding: NULL and the text \N encode apart, except in the
+// row keys of a table keyed before that (DistinctNull unset), whose rows in
+// ClickHouse carry keys of the old encoding.
+func TestRowKeyNullEncoding(t *testing.T) {
+	text := `\N`
+	if a, b := AppendEncoded(nil, nil), AppendEncoded(nil, text); string(a) == string(b) {
+		t.Errorf("NULL and the text \\N both encode as %q", a)
+	}
+	fresh := Table{FullRow: true, DistinctNull: true}
+	if a, b := AppendRowKeyValue(nil, nil, fresh), AppendRowKeyValue(nil, text, fresh); string(a) == string(b) {
+		t.Errorf("a new table's row keys: NULL and \\N both encode as %q", a)
+	}
+	legacy := Table{FullRow: true}
+	if got := string(AppendRowKeyValue(nil, nil, legacy)); got != `2:\N` {
+		t.Errorf("a table keyed before DistinctNull: NULL encodes as %q, its stored rows' keys used 2:\\N", got)
+	}
+	for _, v := range []any{text, "x", int64(5), []any{nil, "NULL"}} {
+		if a, b := AppendRowKeyValue(nil, v, legacy), AppendRowKeyValue(nil, v, fresh); string(a) != string(b) {
+			t.Errorf("%#v: legacy %q, new %q: only NULL's encoding changed", v, a, b)
+		}
 	}
 }

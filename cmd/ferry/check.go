@@ -34,7 +34,7 @@ func (c *checkCmd) Run(ctx context.Context, log *zap.Logger) error {
 		ps = append(ps, replicator.Problem{Check: "postgresql", Blocking: true, Detail: err.Error(), Fix: fix})
 	}
 	ps = append(ps, found...)
-	sink, err := openSink(ctx, c.connFlags, zap.NewNop())
+	sink, err := openSink(ctx, c.connFlags, zap.NewNop(), false)
 	if err != nil {
 		fix := "check --ch: the native TCP port (9000), the user and the password"
 		if clickhouse.IsTLSError(err) {

@@ -47,8 +47,8 @@ func (d *demo) chRevenueSQL(since time.Time) string {
 	return `SELECT country, ` + month + ` AS month, count() AS orders, toString(sum(total)) AS revenue
 FROM (SELECT assumeNotNull(customer_id) AS customer_id, created_at, total
       FROM ` + d.cfg.dbName() + `.orders FINAL
-      WHERE _ferry_deleted = 0 AND isNotNull(customer_id) AND created_at >= ` + cutoff + `)
-ALL INNER JOIN (SELECT id AS customer_id, country FROM ` + d.cfg.dbName() + `.customers FINAL WHERE _ferry_deleted = 0)
+      WHERE _ferry_deleted = 0 AND isNotNull(customer_id) AND created_at >= ` + cutoff + `) AS o
+ALL INNER JOIN (SELECT id AS customer_id, country FROM ` + d.cfg.dbName() + `.customers FINAL WHERE _ferry_deleted = 0) AS c
 USING customer_id
 GROUP BY country, month ORDER BY country, month`
 }
@@ -103,9 +103,19 @@ func newRevenueRow(country *string, month *time.Time, n int64, revenue *string) 
 		r.month = month.Format("2006-01")
 	}
 	if revenue != nil {
-		r.revenue = *revenue
+		r.revenue = plainDecimal(*revenue)
 	}
 	return r
+}
+
+// plainDecimal drops a decimal's trailing fractional zeros: PostgreSQL's
+// numeric text keeps the scale (4260.00) and ClickHouse 26.7's toString
+// does not (4260); both then read the same for the same value.
+func plainDecimal(s string) string {
+	if !strings.Contains(s, ".") {
+		return s
+	}
+	return strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
 }
 
 // best runs the query three times and returns its rows and fastest time.

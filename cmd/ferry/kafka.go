@@ -33,9 +33,10 @@ type kafkaFlags struct {
 // kafkaPublishFlags are ferry run's settings for --sink kafka.
 type kafkaPublishFlags struct {
 	kafkaFlags
-	Partitions        int  `name:"kafka-partitions" help:"Partitions of the table topics ferry creates." default:"1" env:"FERRY_KAFKA_PARTITIONS"`
-	ReplicationFactor int  `name:"kafka-replication-factor" help:"Replication factor of the topics ferry creates (use 3 in production)." default:"1" env:"FERRY_KAFKA_REPLICATION_FACTOR"`
-	Tombstones        bool `name:"kafka-tombstones" help:"Follow every delete with a tombstone (the key, a null value) so log compaction can forget the row; --no-kafka-tombstones to omit them." default:"true" negatable:"" env:"FERRY_KAFKA_TOMBSTONES"`
+	Partitions        int   `name:"kafka-partitions" help:"Partitions of the table topics ferry creates." default:"1" env:"FERRY_KAFKA_PARTITIONS"`
+	ReplicationFactor int   `name:"kafka-replication-factor" help:"Replication factor of the topics ferry creates (use 3 in production)." default:"1" env:"FERRY_KAFKA_REPLICATION_FACTOR"`
+	MaxMessageBytes   int64 `name:"kafka-max-message-bytes" help:"Largest record batch the publisher sends, so the largest row event it can publish; the table topics ferry creates get max.message.bytes = this + 64 KiB when above the default (raise existing topics or the brokers' message.max.bytes yourself, and ferry load --kafka-fetch-max-bytes)." default:"983040" env:"FERRY_KAFKA_MAX_MESSAGE_BYTES"`
+	Tombstones        bool  `name:"kafka-tombstones" help:"Follow every delete with a tombstone (the key, a null value) so log compaction can forget the row; --no-kafka-tombstones to omit them." default:"true" negatable:"" env:"FERRY_KAFKA_TOMBSTONES"`
 }
 
 func (f kafkaFlags) client(log *zap.Logger) (kafka.Client, error) {
@@ -86,7 +87,8 @@ func (c *runCmd) runKafka(ctx context.Context, log *zap.Logger) error {
 		return fmt.Errorf("--pg: %s: %w", replicator.Redact(c.PG), err)
 	}
 	sink, err := kafka.New(kafka.Config{Client: client, Database: pg.Database,
-		Partitions: c.Partitions, ReplicationFactor: c.ReplicationFactor, OmitTombstones: !c.Tombstones})
+		Partitions: c.Partitions, ReplicationFactor: c.ReplicationFactor, OmitTombstones: !c.Tombstones,
+		BatchBytes: c.MaxMessageBytes})
 	if err != nil {
 		return err
 	}

@@ -20,12 +20,14 @@ type loadCmd struct {
 	CHDatabase string `name:"ch-database" help:"ClickHouse database (created when missing); the direct path's default is the PostgreSQL database's name." env:"FERRY_CH_DATABASE" required:""`
 	chSecretFlags
 	kafkaFlags
-	Group       string        `help:"Consumer group; loaders of one group share the partitions." default:"ferry-loader" env:"FERRY_KAFKA_GROUP"`
-	CatchUp     bool          `name:"catch-up" help:"Exit 0 once everything on the topics at the start is in ClickHouse."`
-	BatchRows   int           `name:"batch-rows" help:"Write when this many rows are pending." default:"50000" env:"FERRY_BATCH_ROWS"`
-	BatchBytes  int           `name:"batch-bytes" help:"Write when the pending messages hold this many bytes." default:"33554432" env:"FERRY_BATCH_BYTES"`
-	BatchAge    time.Duration `name:"batch-age" help:"Write when the oldest pending row waited this long." default:"300ms" env:"FERRY_BATCH_AGE"`
-	MetricsAddr string        `name:"metrics-addr" help:"Serve /metrics (process metrics), /healthz and /readyz here (beside ferry run's 9187); empty disables." default:"127.0.0.1:9188" env:"FERRY_LOAD_METRICS_ADDR"`
+	Group         string        `help:"Consumer group; loaders of one group share the partitions." default:"ferry-loader" env:"FERRY_KAFKA_GROUP"`
+	CatchUp       bool          `name:"catch-up" help:"Exit 0 once everything on the topics at the start is in ClickHouse."`
+	CHFsync       bool          `name:"ch-fsync" help:"Make ClickHouse fsync every inserted part before the INSERT returns (fsync_after_insert, fsync_part_directory on ferry's tables), so a crash of the ClickHouse host cannot lose rows whose WAL ferry confirmed. Costs insert latency." env:"FERRY_CH_FSYNC"`
+	BatchRows     int           `name:"batch-rows" help:"Write when this many rows are pending." default:"50000" env:"FERRY_BATCH_ROWS"`
+	BatchBytes    int           `name:"batch-bytes" help:"Write when the pending messages hold this many bytes." default:"33554432" env:"FERRY_BATCH_BYTES"`
+	BatchAge      time.Duration `name:"batch-age" help:"Write when the oldest pending row waited this long." default:"300ms" env:"FERRY_BATCH_AGE"`
+	FetchMaxBytes int           `name:"kafka-fetch-max-bytes" help:"Most bytes one fetch asks the brokers for; at least ferry run's --kafka-max-message-bytes." default:"16777216" env:"FERRY_KAFKA_FETCH_MAX_BYTES"`
+	MetricsAddr   string        `name:"metrics-addr" help:"Serve /metrics (process metrics), /healthz and /readyz here (beside ferry run's 9187); empty disables." default:"127.0.0.1:9188" env:"FERRY_LOAD_METRICS_ADDR"`
 }
 
 func (c *loadCmd) Run(ctx context.Context, log *zap.Logger) error {
@@ -37,13 +39,13 @@ func (c *loadCmd) Run(ctx context.Context, log *zap.Logger) error {
 		return err
 	}
 	sink, err := clickhouse.New(ctx, clickhouse.Config{DSN: c.CH, Database: c.CHDatabase, Logger: log,
-		CAFile: c.CHCAFile, Password: c.chPassword})
+		CAFile: c.CHCAFile, Password: c.chPassword, Fsync: c.CHFsync})
 	if err != nil {
 		return err
 	}
 	defer sink.Close()
 	l, err := kafka.NewLoader(kafka.LoadConfig{Client: client, Group: c.Group, CatchUp: c.CatchUp,
-		MaxRows: c.BatchRows, MaxBytes: c.BatchBytes, MaxAge: c.BatchAge}, sink)
+		MaxRows: c.BatchRows, MaxBytes: c.BatchBytes, MaxAge: c.BatchAge, FetchMaxBytes: c.FetchMaxBytes}, sink)
 	if err != nil {
 		return err
 	}

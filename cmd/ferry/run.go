@@ -37,6 +37,7 @@ type runCmd struct {
 	tableFlags
 	CatchUp     bool          `name:"catch-up" help:"Exit 0 once every transaction committed before the start is in ClickHouse."`
 	RetryFor    time.Duration `name:"retry-for" help:"Give up once lost connections have been retried this long (a PostgreSQL not reached since the start is not retried). 0: for ever; with --catch-up 5m." default:"0s" env:"FERRY_RETRY_FOR"`
+	CHFsync     bool          `name:"ch-fsync" help:"Make ClickHouse fsync every inserted part before the INSERT returns (fsync_after_insert, fsync_part_directory on ferry's tables), so a crash of the ClickHouse host cannot lose rows whose WAL ferry confirmed. Costs insert latency." env:"FERRY_CH_FSYNC"`
 	BatchRows   int           `name:"batch-rows" help:"Flush when this many rows are pending." default:"50000" env:"FERRY_BATCH_ROWS"`
 	BatchBytes  int           `name:"batch-bytes" help:"Flush when the pending rows hold this many bytes." default:"33554432" env:"FERRY_BATCH_BYTES"`
 	BatchAge    time.Duration `name:"batch-age" help:"Flush when the oldest pending row waited this long." default:"300ms" env:"FERRY_BATCH_AGE"`
@@ -52,7 +53,7 @@ func (c *runCmd) Run(ctx context.Context, log *zap.Logger) error {
 	if c.Sink == "kafka" {
 		return c.runKafka(ctx, log)
 	}
-	sink, err := openSink(ctx, c.connFlags, log)
+	sink, err := openSink(ctx, c.connFlags, log, c.CHFsync)
 	if err != nil {
 		return err
 	}
@@ -88,8 +89,8 @@ func (c *runCmd) replicatorConfig(log *zap.Logger, obs *observer) replicator.Con
 }
 
 // openSink connects to ClickHouse, into the database the flags name or
-// else the one named like the PostgreSQL database.
-func openSink(ctx context.Context, c connFlags, log *zap.Logger) (*clickhouse.Sink, error) {
+// else the one named like the PostgreSQL database; fsync is --ch-fsync.
+func openSink(ctx context.Context, c connFlags, log *zap.Logger, fsync bool) (*clickhouse.Sink, error) {
 	if c.CH == "" {
 		return nil, fmt.Errorf("no ClickHouse URL: set --ch or FERRY_CH_URL (clickhouse://user@host:9000)")
 	}
@@ -102,7 +103,7 @@ func openSink(ctx context.Context, c connFlags, log *zap.Logger) (*clickhouse.Si
 		db = cfg.Database
 	}
 	sink, err := clickhouse.New(ctx, clickhouse.Config{DSN: c.CH, Database: db, Logger: log, Cluster: c.CHCluster,
-		CAFile: c.CHCAFile, Password: c.chPassword})
+		CAFile: c.CHCAFile, Password: c.chPassword, Fsync: fsync})
 	if err != nil {
 		return nil, err
 	}

@@ -74,7 +74,7 @@ func (c *statusCmd) read(ctx context.Context, log *zap.Logger) (status, error) {
 		slot.Slot = "ferry"
 	}
 	st := status{SlotStatus: slot, CHRows: []tableRows{}}
-	sink, err := openSink(ctx, c.connFlags, zap.NewNop())
+	sink, err := openSink(ctx, c.connFlags, zap.NewNop(), false)
 	if err != nil {
 		return st, err
 	}

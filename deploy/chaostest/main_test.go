@@ -78,7 +78,11 @@ func setup() (*suite, string, error) {
 	if _, err := user.Lookup("postgres"); err != nil {
 		return nil, "chaos suite: no postgres OS user to run PostgreSQL as", nil
 	}
-	if _, err := exec.LookPath("clickhouse-server"); err != nil {
+	host, err := chdbFromEnv()
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := exec.LookPath("clickhouse-server"); err != nil && host == nil {
 		return nil, "chaos suite: no clickhouse-server in PATH", nil
 	}
 	goBin, err := exec.LookPath("go")
@@ -100,10 +104,11 @@ func setup() (*suite, string, error) {
 		s.close()
 		return nil, "", fmt.Errorf("start PostgreSQL: %w", err)
 	}
-	if s.ch, err = startCH(); err != nil {
+	if s.ch, err = startCH(host); err != nil {
 		s.close()
 		return nil, "", fmt.Errorf("start ClickHouse: %w", err)
 	}
+	fmt.Fprintf(os.Stderr, "chaos: ClickHouse %s (%s)\n", s.ch.version(), map[bool]string{true: "libchdb", false: "clickhouse-server"}[host != nil])
 	if s.pgProxy, err = testkit.StartProxy(fmt.Sprintf("127.0.0.1:%d", s.pg.port)); err != nil {
 		s.close()
 		return nil, "", err

@@ -45,7 +45,10 @@ func TestRejectedBatch(t *testing.T) {
 			// The failing change, then more changes that must not be skipped.
 			beforeBad := sc.walLSN()
 			const badID = 7
-			sc.pgExec(fmt.Sprintf(`UPDATE accounts SET code = '%s', rev = rev + 1 WHERE id = %d`, c.value, badID),
+			// An upsert: the writer's random deletes may have removed the
+			// row, and an UPDATE of no row would make no failing change.
+			sc.pgExec(fmt.Sprintf(`INSERT INTO accounts (id, rev, balance, code, note) VALUES (%[2]d, 1, 0, '%[1]s', 'bad')
+				ON CONFLICT (id) DO UPDATE SET code = EXCLUDED.code, rev = accounts.rev + 1`, c.value, badID),
 				`INSERT INTO accounts (id, rev, balance, code, note) SELECT g, 1, 0, '1', 'after' FROM generate_series(900000001, 900000100) g`,
 				`INSERT INTO docs SELECT g, 1, 'after', `+docBody+` FROM generate_series(900000001, 900000010) g`)
 			err := f.wait(time.Minute)

@@ -158,31 +158,58 @@ func (p *pgServer) exec(ctx context.Context, db string, stmts ...string) error {
 }
 
 // chServer is a ClickHouse server of the suite's own; kill and start
-// simulate an outage.
+// simulate an outage. With chdb set it is ClickHouse 26.7 from libchdb,
+// hosted as the local stack hosts it (deploy/chdb): the launcher behind the
+// shield, both in one process group, so a kill takes down both as a crash
+// of clickhouse-server would.
 type chServer struct {
 	dir       string
 	tcp, http int
+	inner     int // chdb: the server's own native port, behind the shield
+	chdb      *chdbHost
 	cmd       *exec.Cmd
 	exited    chan struct{}
 }
 
-func startCH() (*chServer, error) {
+// chdbHost names the local stack's libchdb, launcher and shield.
+type chdbHost struct{ lib, launcher, shield string }
+
+// chdbFromEnv is the libchdb host that the modern leg of make test asks
+// for (FERRY_CHAOS_CH=chdb), or nil for Debian's clickhouse-server.
+func chdbFromEnv() (*chdbHost, error) {
+	if os.Getenv("FERRY_CHAOS_CH") != "chdb" {
+		return nil, nil
+	}
+	h := &chdbHost{os.Getenv("FERRY_CHDB_LIB"), os.Getenv("FERRY_CHDB_LAUNCHER"), os.Getenv("FERRY_CHDB_SHIELD")}
+	for _, f := range []string{h.lib, h.launcher, h.shield} {
+		if _, err := os.Stat(f); f == "" || err != nil {
+			return nil, fmt.Errorf("FERRY_CHAOS_CH=chdb needs FERRY_CHDB_LIB, FERRY_CHDB_LAUNCHER and FERRY_CHDB_SHIELD (from .stack/env): %q missing", f)
+		}
+	}
+	return h, nil
+}
+
+func startCH(host *chdbHost) (*chServer, error) {
 	dir, err := os.MkdirTemp("", "ferry-chaos-ch-")
 	if err != nil {
 		return nil, err
 	}
-	c := &chServer{dir: dir}
+	c := &chServer{dir: dir, chdb: host}
 	if c.tcp, err = freePort(); err != nil {
 		return nil, err
 	}
 	if c.http, err = freePort(); err != nil {
 		return nil, err
 	}
+	if c.inner, err = freePort(); err != nil {
+		return nil, err
+	}
 	if err := c.writeConfig(); err != nil {
 		return nil, err
 	}
 	pidFile := shellQuote([]string{filepath.Join(dir, "pid")})
-	watchdog("[ -s " + pidFile + " ] && kill -KILL \"$(cat " + pidFile + ")\"; rm -rf " + shellQuote([]string{dir}))
+	// The server leads its own process group (with the shield, for chdb).
+	watchdog("[ -s " + pidFile + " ] && kill -KILL -- \"-$(cat " + pidFile + ")\"; rm -rf " + shellQuote([]string{dir}))
 	return c, c.start()
 }
 
@@ -218,10 +245,36 @@ func (c *chServer) writeConfig() error {
     <quotas><default></default></quotas>
 </yandex>
 `
+	if c.chdb != nil {
+		// clickhouse-local takes its ports from the command line and wants
+		// <clickhouse> as the root element.
+		config = fmt.Sprintf(`<clickhouse>
+    <logger><level>warning</level><log>%[1]s/log/server.log</log><errorlog>%[1]s/log/error.log</errorlog></logger>
+    <users_config>%[1]s/users.xml</users_config>
+    <timezone>UTC</timezone>
+    <max_table_size_to_drop>0</max_table_size_to_drop>
+</clickhouse>
+`, c.dir)
+		users = strings.ReplaceAll(strings.ReplaceAll(users, "<yandex>", "<clickhouse>"), "</yandex>", "</clickhouse>")
+	}
 	if err := os.WriteFile(filepath.Join(c.dir, "config.xml"), []byte(config), 0o644); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(c.dir, "users.xml"), []byte(users), 0o644)
+}
+
+// command is the server's process: clickhouse-server, or the shield and
+// the libchdb launcher under one shell.
+func (c *chServer) command() *exec.Cmd {
+	if c.chdb == nil {
+		return exec.Command("clickhouse-server", "--config-file="+filepath.Join(c.dir, "config.xml"))
+	}
+	query := "SYSTEM START LISTEN TCP; SYSTEM START LISTEN HTTP; SELECT sleepEachRow(1) FROM system.numbers SETTINGS max_block_size = 1 FORMAT Null"
+	shield := shellQuote([]string{c.chdb.shield, "-listen", fmt.Sprintf("127.0.0.1:%d", c.tcp), "-upstream", fmt.Sprintf("127.0.0.1:%d", c.inner), "-user", "default="})
+	server := shellQuote([]string{c.chdb.launcher, c.chdb.lib, "--config-file=" + filepath.Join(c.dir, "config.xml"),
+		"--path=" + filepath.Join(c.dir, "data") + "/", "--listen_host=127.0.0.1",
+		fmt.Sprintf("--tcp_port=%d", c.inner), fmt.Sprintf("--http_port=%d", c.http), "--query", query})
+	return exec.Command("bash", "-c", shield+" & exec "+server)
 }
 
 // start runs the server and waits until it answers.
@@ -231,7 +284,7 @@ func (c *chServer) start() error {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command("clickhouse-server", "--config-file="+filepath.Join(c.dir, "config.xml"))
+	cmd := c.command()
 	cmd.Dir = c.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -255,6 +308,20 @@ func (c *chServer) start() error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// version is the server's version, or the error that asking it gave.
+func (c *chServer) version() string {
+	conn, err := c.open("")
+	if err != nil {
+		return err.Error()
+	}
+	defer conn.Close()
+	v, err := conn.ServerVersion()
+	if err != nil {
+		return err.Error()
+	}
+	return v.String()
 }
 
 func (c *chServer) ping() error {

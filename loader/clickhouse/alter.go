@@ -53,8 +53,10 @@ func (s *Sink) RenameTable(ctx context.Context, from, to *schema.TableMap) error
 	return nil
 }
 
-// SwapTable puts shadow in target's place with one RENAME TABLE of both,
-// then drops the old table.
+// SwapTable puts shadow in target's place and drops the old table. In an
+// Atomic database (the default from ClickHouse 20.10) one EXCHANGE TABLES
+// does it, so a reader never finds the table missing; elsewhere one RENAME
+// TABLE of both, which a reader may see half done.
 func (s *Sink) SwapTable(ctx context.Context, target, shadow *schema.TableMap) error {
 	if s.cluster != "" {
 		return s.errClusterRebuild("rebuild table", target)
@@ -66,6 +68,19 @@ func (s *Sink) SwapTable(ctx context.Context, target, shadow *schema.TableMap) e
 	exists, err := s.Exists(ctx, target)
 	if err != nil {
 		return err
+	}
+	if exists {
+		atomic, err := s.atomicDatabase(ctx)
+		if err != nil {
+			return err
+		}
+		if atomic {
+			if err := s.exec(ctx, schema.ExchangeTablesSQL(s.db, shadow.Name, target.Name), "swap in the rebuilt "+s.table(target.Name)); err != nil {
+				return reject(err)
+			}
+			// The shadow's name now holds the old rows.
+			return s.exec(ctx, "DROP TABLE IF EXISTS "+s.table(shadow.Name), "drop the replaced "+s.table(target.Name))
+		}
 	}
 	pairs := [][2]string{{shadow.Name, target.Name}}
 	if exists {
@@ -113,4 +128,16 @@ func (s *Sink) Replace(ctx context.Context, tm *schema.TableMap) error {
 		return err
 	}
 	return s.SwapTable(ctx, tm, &shadow)
+}
+
+// atomicDatabase reports whether the sink's database can EXCHANGE TABLES.
+func (s *Sink) atomicDatabase(ctx context.Context) (bool, error) {
+	if !s.caps.ExchangeTables {
+		return false, nil
+	}
+	var engine string
+	if err := s.conn.QueryRow(ctx, "SELECT engine FROM system.databases WHERE name = ?", s.db).Scan(&engine); err != nil {
+		return false, fmt.Errorf("clickhouse: engine of database %s: %w", s.db, err)
+	}
+	return engine == "Atomic", nil
 }

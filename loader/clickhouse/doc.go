@@ -22,6 +22,10 @@
 //     guessed value. A deleted row with Unchanged values, just before the
 //     old key's delete of a key change, is the Kafka loader's carrier of
 //     the old key's values to the new key: it is stored with them resolved.
+//   - Every DateTime64(6) value arrives and is read back exact, past 2262
+//     too, where clickhouse-go's nanoseconds since 1970 end: a batch that
+//     holds such a value is one INSERT ... SELECT from an external table
+//     of Int64 microseconds (rawtime.go), and reads convert on the server.
 //   - IsRetryable tells a transient failure (connection lost, timeout, a
 //     server that is overloaded) from a batch that ClickHouse rejected and
 //     that will be rejected again.

@@ -32,7 +32,10 @@ func (s *Sink) prepareTable(ctx context.Context, tm *schema.TableMap) error {
 		return err
 	}
 	if len(have) > 0 {
-		return checkColumns(s.db, tm, have)
+		if err := checkColumns(s.db, tm, have); err != nil {
+			return err
+		}
+		return s.makeDurable(ctx, tm.Name)
 	}
 	ddl := []string{tm.CreateTableDDL(s.db)}
 	if s.cluster != "" {
@@ -44,7 +47,7 @@ func (s *Sink) prepareTable(ctx context.Context, tm *schema.TableMap) error {
 		}
 	}
 	s.log.Info("created table", zap.String("table", tm.Name), zap.String("source", tm.Source.QualifiedName()))
-	return nil
+	return s.makeDurable(ctx, tm.Name)
 }
 
 // columns reads a table's columns (name → type) from system.columns; an

@@ -54,6 +54,9 @@ func (p *ProgressStore) ensure(ctx context.Context) error {
 	if err := s.exec(ctx, ddl, "create table "+s.table(progressTable)); err != nil {
 		return err
 	}
+	if err := s.makeDurable(ctx, progressTable); err != nil {
+		return err
+	}
 	p.ready = true
 	return nil
 }

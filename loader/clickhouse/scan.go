@@ -64,7 +64,7 @@ func (s *Sink) ScanColumns(ctx context.Context, tm *schema.TableMap) (int, error
 func (s *Sink) ScanLiveColumns(ctx context.Context, tm *schema.TableMap, cols []int, fn func(values []any) error) error {
 	names := make([]string, len(cols))
 	for i, c := range cols {
-		names[i] = schema.QuoteCH(tm.Columns[c].Name)
+		names[i] = rawTimeSelect(tm.Columns[c], schema.QuoteCH(tm.Columns[c].Name))
 	}
 	q := "SELECT " + strings.Join(names, ", ") + " FROM " + s.table(tm.Name) + " FINAL WHERE " +
 		schema.QuoteCH(schema.DeletedColumn) + " = 0"
@@ -117,6 +117,9 @@ func (s *Sink) scan(ctx context.Context, tm *schema.TableMap, q string, cols []i
 		for i, d := range dest {
 			if vals[i], err = value(d); err != nil {
 				return fmt.Errorf("column %q: %w", tm.Columns[cols[i]].Name, err)
+			}
+			if isRawTime(tm.Columns[cols[i]]) {
+				vals[i] = fromMicros(vals[i])
 			}
 		}
 		if err := fn(vals); err != nil {

@@ -3,7 +3,6 @@ package clickhouse
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/schema"
@@ -24,6 +23,9 @@ func (s *Sink) ensureSnapshotTable(ctx context.Context) error {
 	ddl := "CREATE TABLE IF NOT EXISTS " + s.table(snapshotTable) +
 		" (slot String, lsn String, done UInt8, updated UInt64) ENGINE = ReplacingMergeTree(updated) ORDER BY slot"
 	if err := s.exec(ctx, ddl, fmt.Sprintf("create table %s", s.table(snapshotTable))); err != nil {
+		return err
+	}
+	if err := s.makeDurable(ctx, snapshotTable); err != nil {
 		return err
 	}
 	s.snapshotReady = true
@@ -61,14 +63,15 @@ func (s *Sink) SetSnapshotState(ctx context.Context, slot string, st loader.Snap
 	if err := s.ensureSnapshotTable(ctx); err != nil {
 		return err
 	}
+	updated, err := s.nextUpdated(ctx)
+	if err != nil {
+		return err
+	}
 	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(snapshotTable)+" (slot, lsn, done, updated)")
 	if err != nil {
 		return s.red.wrap(err, "clickhouse: set snapshot state of slot %q", slot)
 	}
 	done := boolUint8(st.Done)
-	// updated orders the rows of a slot; it grows even if the clock does not.
-	updated := max(uint64(time.Now().UnixNano()), s.lastUpdated+1)
-	s.lastUpdated = updated
 	if err := batch.Append(slot, st.LSN, done, updated); err != nil {
 		_ = batch.Abort()
 		return fmt.Errorf("clickhouse: set snapshot state of slot %q: %w", slot, err)

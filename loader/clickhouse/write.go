@@ -106,6 +106,9 @@ func (s *Sink) insert(ctx context.Context, tm *schema.TableMap, rows []loader.Ro
 	if err := checkInsertTypes(name, tm, batch.Columns(), rows); err != nil {
 		return err
 	}
+	if beyondDriver(tm, rows) {
+		return s.insertExternal(ctx, tm, batch.Columns(), rows)
+	}
 	if err := appendRows(batch, tm, rows); err != nil {
 		return reject(fmt.Errorf("clickhouse: insert into %s: %w", name, err))
 	}
@@ -230,7 +233,9 @@ func boolUint8(b bool) uint8 {
 // after which every row sent is stored. ClickHouse squashes the blocks of
 // one INSERT into parts of up to min_insert_block_size_rows, so a long
 // stream of small sends leaves few parts to merge while ferry holds one
-// block in memory. Until end(true) returns nil no row is known to be
+// block in memory. (A send holding a DateTime64 past 2262 is stored at
+// once by an INSERT of its own instead: see rawtime.go.) Until end(true)
+// returns nil no row is known to be
 // stored, and after end(false), or an error, which abandon the INSERT,
 // some of the rows sent may be: it is for the initial copy, which empties
 // the table and starts again after a failure. Rows must not hold
@@ -253,6 +258,13 @@ func (s *Sink) InsertStream(ctx context.Context, tm *schema.TableMap) (send func
 			if err := checkInsertTypes(name, tm, batch.Columns(), rows); err != nil {
 				return err
 			}
+		}
+		if beyondDriver(tm, rows) { // stored now, apart from the stream's INSERT
+			if err := s.insertExternal(ctx, tm, batch.Columns(), rows); err != nil {
+				return err
+			}
+			total += len(rows)
+			return nil
 		}
 		if err := appendRows(batch, tm, rows); err != nil {
 			return reject(fmt.Errorf("clickhouse: insert into %s: %w", name, err))

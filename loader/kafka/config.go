@@ -117,7 +117,7 @@ func topicPart(s string) string {
 // rebalance) from one retrying cannot fix: a value the envelope cannot
 // carry, or a schema change the transport cannot apply. Following ferry's rule, unknown errors are retried.
 func IsRetryable(err error) bool {
-	if err == nil || errors.Is(err, errEncoding) || errors.Is(err, errRebuild) {
+	if err == nil || errors.Is(err, errEncoding) || errors.Is(err, errRebuild) || errors.Is(err, errRowTooLarge) {
 		return false
 	}
 	var ke kafkago.Error

@@ -367,7 +367,7 @@ func rowKey(tm *schema.TableMap, vals []any) (string, error) {
 		if v == loader.Unchanged {
 			return "", fmt.Errorf("column %q is unchanged (TOASTed) in a row identified by all its columns", tm.Columns[i].Name)
 		}
-		buf = schema.AppendEncoded(buf, v)
+		buf = schema.AppendRowKeyValue(buf, v, tm.Source)
 	}
 	sum := sha256.Sum256(buf)
 	return hex.EncodeToString(sum[:16]), nil

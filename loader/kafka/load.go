@@ -47,6 +47,11 @@ type LoadConfig struct {
 	MaxAge   time.Duration
 	// Rescan is how often the loader looks for new table topics. Default 10s.
 	Rescan time.Duration
+	// FetchMaxBytes is the most a fetch asks the broker for. Default
+	// 16 MiB; keep it at least the publisher's BatchBytes (brokers send a
+	// larger batch anyway, alone, since KIP-74). ferry load
+	// --kafka-fetch-max-bytes.
+	FetchMaxBytes int
 }
 
 // Loader consumes the table topics of a prefix and writes their rows to a
@@ -97,6 +102,9 @@ func NewLoader(cfg LoadConfig, dest Destination) (*Loader, error) {
 	}
 	if cfg.Rescan <= 0 {
 		cfg.Rescan = 10 * time.Second
+	}
+	if cfg.FetchMaxBytes <= 0 {
+		cfg.FetchMaxBytes = defaultFetchMaxBytes
 	}
 	store, _ := dest.(loader.TableStateStore)
 	return &Loader{cfg: cfg, dest: dest, log: cfg.Logger, schemas: map[string]schema.Table{}, store: store, cuts: map[string]*cut{},
@@ -156,10 +164,13 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 	l.log.Info("consuming", zap.String("group", l.cfg.Group), zap.Strings("topics", topics), zap.Bool("catch_up", l.cfg.CatchUp))
 	r := kafkago.NewReader(kafkago.ReaderConfig{
 		Brokers: l.cfg.Brokers, GroupID: l.cfg.Group, GroupTopics: topics, Dialer: l.cfg.dialer(),
-		StartOffset: kafkago.FirstOffset, MaxWait: 250 * time.Millisecond, MaxBytes: 16 << 20,
+		StartOffset: kafkago.FirstOffset, MaxWait: 250 * time.Millisecond, MaxBytes: l.cfg.FetchMaxBytes,
 		CommitInterval:    0, // commit synchronously, only what was written
 		HeartbeatInterval: time.Second, SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second,
 		JoinGroupBackoff: 500 * time.Millisecond,
+		// kafka-go is silent by default: a member failing to join its
+		// group would look like a loader with nothing to do.
+		ErrorLogger: kafkago.LoggerFunc(l.readerError),
 	})
 	defer r.Close()
 	l.read = map[string]int{}
@@ -178,11 +189,31 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 	return err
 }
 
+// readerError logs what kafka-go's reader reports. It retries a fetch
+// whose read timed out, which with a short MaxWait is routine.
+func (l *Loader) readerError(msg string, args ...any) {
+	text := fmt.Sprintf(msg, args...)
+	if strings.HasSuffix(text, "i/o timeout") {
+		l.log.Debug("kafka reader: "+text, zap.String("group", l.cfg.Group))
+		return
+	}
+	l.log.Warn("kafka reader: "+text, zap.String("group", l.cfg.Group))
+}
+
+// progressEvery is how often a consumer session logs what it read.
+const progressEvery = 30 * time.Second
+
 // consume reads, writes and commits until ctx is done, an error, the
 // catch-up's end, or a change of the topics (errRescan).
 func (l *Loader) consume(ctx context.Context, r *kafkago.Reader, topics []string, ends map[string][]partitionEnd) error {
-	rescan := time.Now().Add(l.cfg.Rescan)
+	rescan, report := time.Now().Add(l.cfg.Rescan), time.Now().Add(progressEvery)
 	for {
+		if time.Now().After(report) {
+			// A busy loader and a stuck one would otherwise log alike.
+			report = time.Now().Add(progressEvery)
+			l.log.Info("consuming: progress", zap.String("group", l.cfg.Group), zap.Any("messages_by_partition", l.read),
+				zap.Int("parked_partitions", len(l.parked)))
+		}
 		if ends != nil && l.batch.Len() == 0 {
 			done, err := l.caughtUp(ctx, ends)
 			if err != nil || done {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -38,7 +37,10 @@ type Config struct {
 	// BatchBytes bounds the messages of one partition's record batch,
 	// which must fit in the broker's message.max.bytes (the topic's
 	// max.message.bytes); a row's message must fit in it too. Default
-	// 960 KiB, under Kafka's default of 1 MiB.
+	// 960 KiB, under Kafka's default of 1 MiB. Above it, the table topics
+	// ferry creates get max.message.bytes = BatchBytes + 64 KiB; raise a
+	// topic that exists, and the loaders' FetchMaxBytes, yourself.
+	// ferry run --kafka-max-message-bytes.
 	BatchBytes int64
 	// BatchTimeout is how long the producer waits to fill a batch before
 	// sending it. Write sends whole batches of rows at once, so this only
@@ -49,6 +51,8 @@ type Config struct {
 	// a tombstone (the row's key with a null value), which lets log
 	// compaction forget a deleted row. Default false: tombstones are sent.
 	OmitTombstones bool
+	// Clock is read for envelope times and truncation ids. Default: time.Now.
+	Clock func() time.Time
 }
 
 // Sink publishes batches of rows as Debezium envelopes, one topic per
@@ -63,7 +67,11 @@ type Sink struct {
 	topics map[string]bool   // topics known to exist
 	shown  map[string]bool   // schema ids published by this process
 	state  map[string][]byte // the state topic, read on first use
-	parts  map[string]int    // partitions by topic
+	parts  map[string]int    // partitions by topic, as pinned (see partitions.go)
+	bal    *balancer
+	// created are the table topics this process made, with their
+	// partition counts, until pinned.
+	created map[string]int
 	// maxVersion is the highest version written so far, a truncation's
 	// source.lsn (informative: loaders go by HeaderTruncate).
 	maxVersion   uint64
@@ -90,17 +98,21 @@ func New(cfg Config) (*Sink, error) {
 		cfg.ReplicationFactor = 1
 	}
 	if cfg.BatchBytes <= 0 {
-		cfg.BatchBytes = 960 << 10
+		cfg.BatchBytes = defaultBatchBytes
 	}
 	if cfg.BatchTimeout <= 0 {
 		cfg.BatchTimeout = 2 * time.Millisecond
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
 	// One transport for the admin client and the writer: creating a topic
 	// refreshes the transport's metadata cache, so the writer sees it.
 	tr := cfg.transport()
+	bal := &balancer{pinned: map[string]int{}}
 	w := &kafkago.Writer{
 		Addr:         kafkago.TCP(cfg.Brokers...),
-		Balancer:     balancer{},
+		Balancer:     bal,
 		RequiredAcks: kafkago.RequireAll,
 		BatchSize:    10000,
 		BatchBytes:   cfg.BatchBytes,
@@ -110,9 +122,9 @@ func New(cfg Config) (*Sink, error) {
 		Transport:    tr,
 	}
 	admin := &kafkago.Client{Addr: w.Addr, Transport: tr, Timeout: 30 * time.Second}
-	return &Sink{cfg: cfg, log: cfg.Logger, admin: admin, writer: w,
+	return &Sink{cfg: cfg, log: cfg.Logger, admin: admin, writer: w, bal: bal,
 		tables: map[*schema.TableMap]*table{}, parts: map[string]int{}, topics: map[string]bool{}, shown: map[string]bool{},
-		copied: map[string]int64{}, renamed: map[string]bool{}}, nil
+		copied: map[string]int64{}, renamed: map[string]bool{}, created: map[string]int{}}, nil
 }
 
 // Capabilities are the wire capabilities: the publisher is handed values
@@ -157,6 +169,9 @@ func (s *Sink) table(ctx context.Context, tm *schema.TableMap) (*table, error) {
 	}
 	t.tm = tm
 	if err := s.ensureTopic(ctx, t.topic, s.cfg.Partitions, false); err != nil {
+		return nil, err
+	}
+	if _, err := s.partitions(ctx, t.topic); err != nil { // pinned before any row goes out
 		return nil, err
 	}
 	if !s.shown[t.schemaID] {
@@ -207,7 +222,7 @@ func (s *Sink) Write(ctx context.Context, b *loader.Batch) error {
 		}
 	}
 	if err := s.write(ctx, msgs...); err != nil {
-		return fmt.Errorf("kafka: publish %d rows of %s to %s: %w", len(b.Rows), b.Table.Source.QualifiedName(), t.topic, err)
+		return s.explainTooLarge(err, b.Table, t.topic, len(b.Rows))
 	}
 	s.maxVersion = top
 	s.log.Debug("published batch", zap.String("topic", t.topic), zap.Int("rows", len(msgs)))
@@ -266,9 +281,11 @@ func (s *Sink) marker(ctx context.Context, t *table, extra []kafkago.Header) err
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	id := max(now.UnixNano(), s.lastTruncate+1)
-	s.lastTruncate = id
+	now := s.cfg.Clock()
+	id, err := s.nextTruncation(ctx, now)
+	if err != nil {
+		return err
+	}
 	src := t.tm.Source
 	env := envelope{Before: nullJSON, After: nullJSON, Op: opTruncate, TsMs: now.UnixMilli(),
 		Source: sourceInfo{Connector: "ferry", Name: s.cfg.TopicPrefix, DB: s.cfg.Database, Schema: src.Schema,
@@ -282,24 +299,6 @@ func (s *Sink) marker(ctx context.Context, t *table, extra []kafkago.Header) err
 			{Key: HeaderTruncate, Value: fmt.Appendf(nil, "%d:%d:%d", id, i, n)}}, extra...)
 	}
 	return s.write(ctx, msgs...)
-}
-
-// partitions is the number of partitions of a topic.
-func (s *Sink) partitions(ctx context.Context, topic string) (int, error) {
-	if n := s.parts[topic]; n > 0 {
-		return n, nil
-	}
-	md, err := s.admin.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{topic}})
-	if err != nil {
-		return 0, fmt.Errorf("kafka: read the partitions of %s: %w", topic, err)
-	}
-	for _, t := range md.Topics {
-		if t.Name == topic && t.Error == nil && len(t.Partitions) > 0 {
-			s.parts[topic] = len(t.Partitions)
-			return len(t.Partitions), nil
-		}
-	}
-	return 0, fmt.Errorf("kafka: topic %s has no partitions", topic)
 }
 
 // write produces messages synchronously: it returns when all are acked.
@@ -334,6 +333,11 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string, partitions int, co
 	tc := kafkago.TopicConfig{Topic: topic, NumPartitions: partitions, ReplicationFactor: s.cfg.ReplicationFactor}
 	if compacted {
 		tc.ConfigEntries = []kafkago.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}}
+	} else if s.cfg.BatchBytes > defaultBatchBytes {
+		// Only when raised: a cluster's policy may refuse topic configs,
+		// and the default needs none.
+		tc.ConfigEntries = []kafkago.ConfigEntry{{ConfigName: "max.message.bytes",
+			ConfigValue: strconv.FormatInt(s.cfg.BatchBytes+batchOverhead, 10)}}
 	}
 	res, err := s.admin.CreateTopics(ctx, &kafkago.CreateTopicsRequest{Topics: []kafkago.TopicConfig{tc}})
 	if err != nil {
@@ -342,24 +346,38 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string, partitions int, co
 	if err := res.Errors[topic]; err != nil && !errors.Is(err, kafkago.TopicAlreadyExists) {
 		return fmt.Errorf("kafka: create topic %s: %w", topic, err)
 	}
-	if err == nil {
+	if res.Errors[topic] == nil {
 		s.log.Info("created topic", zap.String("topic", topic), zap.Int("partitions", partitions))
+		if !compacted {
+			s.created[topic] = partitions
+		}
 	}
 	s.topics[topic] = true
 	return nil
 }
 
-// balancer puts a truncation's messages one on each partition, and every
-// other message where the Java client's partitioner would (murmur2 of the
-// key), so all changes of a row go to one partition.
-type balancer struct{ kafkago.Murmur2Balancer }
-
-func (b balancer) Balance(m kafkago.Message, partitions ...int) int {
-	if h := header(m, HeaderTruncate); h != nil {
-		_, i, _ := strings.Cut(string(h), ":")
-		i, _, _ = strings.Cut(i, ":")
-		n, _ := strconv.Atoi(i)
-		return partitions[n%len(partitions)]
+// nextTruncation returns a truncation id above every one published before
+// with this topic prefix: a loader takes a truncation whose id is not above
+// the last it applied for one it applied already, so an id from a clock
+// stepped back across a restart would leave the table's rows in place. The
+// last id is kept on the state topic, written before the truncation is
+// published; the clock only keeps ids readable as times.
+func (s *Sink) nextTruncation(ctx context.Context, now time.Time) (int64, error) {
+	st, err := s.states(ctx)
+	if err != nil {
+		return 0, err
 	}
-	return b.Murmur2Balancer.Balance(m, partitions...)
+	if raw := st[truncationKey(s.cfg.TopicPrefix)]; raw != nil {
+		stored, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("kafka: read the last truncation id on %s: %w", s.cfg.StateTopic(), err)
+		}
+		s.lastTruncate = max(s.lastTruncate, stored)
+	}
+	id := max(now.UnixNano(), s.lastTruncate+1)
+	if err := s.setState(ctx, truncationKey(s.cfg.TopicPrefix), strconv.AppendInt(nil, id, 10)); err != nil {
+		return 0, err
+	}
+	s.lastTruncate = id
+	return id, nil
 }

@@ -36,7 +36,8 @@ func snapshotKey(slot string) string { return "snapshot/" + slot }
 func tableKey(slot string, oid uint32) string {
 	return "table/" + slot + "/" + strconv.FormatUint(uint64(oid), 10)
 }
-func tablePrefix(slot string) string { return "table/" + slot + "/" }
+func tablePrefix(slot string) string     { return "table/" + slot + "/" }
+func truncationKey(prefix string) string { return "truncation/" + prefix }
 
 // states reads the state topic once; later calls use what the sink has
 // since written, as it is the slot's only writer.

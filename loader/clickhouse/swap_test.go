@@ -1,0 +1,78 @@
+package clickhouse
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ferry-cdc/ferry/loader"
+)
+
+// TestSwapTable swaps a rebuilt table in while a reader counts its rows in
+// a loop: the table afterwards holds the shadow's rows, the shadow and the
+// old table are gone, and where the database is Atomic (26.7) no read ever
+// finds the table missing, as one EXCHANGE TABLES promises.
+func TestSwapTable(t *testing.T) {
+	s := testSink(t)
+	tm := mapTable(t, s, kvTable("swapped"))
+	shadowTable := kvTable("swapped__ferry_shadow")
+	shadow := mapTable(t, s, shadowTable)
+	write(t, s, tm, loader.Row{Values: conv(t, tm, "1", "old", "1"), Version: 1})
+	write(t, s, shadow, loader.Row{Values: conv(t, shadow, "2", "new", "2"), Version: 2},
+		loader.Row{Values: conv(t, shadow, "3", "new", "3"), Version: 2})
+	atomicDB, err := s.atomicDatabase(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(ctxT(t))
+	var reads, missing atomic.Int64
+	var firstMiss atomic.Value
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			var n uint64
+			err := s.conn.QueryRow(ctx, "SELECT count() FROM "+s.table(tm.Name)).Scan(&n)
+			if err != nil && ctx.Err() == nil {
+				missing.Add(1)
+				firstMiss.CompareAndSwap(nil, err.Error())
+			}
+			reads.Add(1)
+		}
+	}()
+	for i := 0; i < 5; i++ { // a few swaps back and forth widen the window
+		if err := s.SwapTable(ctxT(t), tm, shadow); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		if i < 4 {
+			if err := s.conn.Exec(ctxT(t), "CREATE TABLE "+s.table(shadow.Name)+" AS "+s.table(tm.Name)); err != nil {
+				cancel()
+				t.Fatal(err)
+			}
+			if err := s.conn.Exec(ctxT(t), "INSERT INTO "+s.table(shadow.Name)+" SELECT * FROM "+s.table(tm.Name)); err != nil {
+				cancel()
+				t.Fatal(err)
+			}
+		}
+	}
+	cancel()
+	wg.Wait()
+	wantLive(t, s, tm, conv(t, tm, "2", "new", "2"), conv(t, tm, "3", "new", "3"))
+	for _, gone := range []string{shadow.Name, tm.Name + "__ferry_old"} {
+		other := *tm
+		other.Name = gone
+		if exists, err := s.Exists(ctxT(t), &other); err != nil || exists {
+			t.Errorf("table %s still exists after the swap (%v)", gone, err)
+		}
+	}
+	t.Logf("server %s, Atomic database %v: %d reads during the swaps, %d found no table", s.ServerVersion(), atomicDB, reads.Load(), missing.Load())
+	if atomicDB && missing.Load() > 0 {
+		msg, _ := firstMiss.Load().(string)
+		t.Errorf("%d reads failed during an EXCHANGE TABLES swap, first: %s", missing.Load(), strings.SplitN(msg, "\n", 2)[0])
+	}
+}
