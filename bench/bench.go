@@ -58,6 +58,9 @@ type Config struct {
 	// checkpoint first, so every run pays full-page images from the same
 	// starting point.
 	NoCheckpoint bool
+	// Slot is WithCDC's replication slot, which unlike the schema is the
+	// server's, not the database's. Default "ferry_bench".
+	Slot string
 	// Keep leaves the schema and its tables in place. Default false.
 	Keep bool
 	// Clock is the key generators' clock. Default time.Now.
@@ -79,6 +82,9 @@ func (c Config) Quick() Config {
 }
 
 func (c Config) withDefaults() Config {
+	if c.Slot == "" {
+		c.Slot = "ferry_bench"
+	}
 	if len(c.Workloads) == 0 {
 		c.Workloads = Workloads
 	}
@@ -258,22 +264,22 @@ func (b *bencher) prepare(ctx context.Context) ([]Strategy, error) {
 }
 
 // ErrBusy is returned when another benchmark runs against the server.
-var ErrBusy = errors.New("another ferry bench is running against this server")
+var ErrBusy = errors.New("another ferry bench is running against this database or slot")
 
-// checkAlone refuses to start while another benchmark uses the server:
-// this one would drop its schema and slot under it.
+// checkAlone refuses to start while another benchmark uses the database
+// or the slot: this one would drop its schema and slot under it.
 func (b *bencher) checkAlone(ctx context.Context) error {
 	var others int
 	var slotActive bool
 	err := b.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_stat_activity
-			WHERE application_name LIKE $1 || '%' AND application_name NOT LIKE $2 || '%'),
+			WHERE datname = current_database() AND application_name LIKE $1 || '%' AND application_name NOT LIKE $2 || '%'),
 		EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $3 AND active)`,
-		appPrefix, b.app, cdcSlot).Scan(&others, &slotActive)
+		appPrefix, b.app, b.cfg.Slot).Scan(&others, &slotActive)
 	if err != nil {
 		return fmt.Errorf("look for another benchmark: %w", err)
 	}
 	if others > 0 || slotActive {
-		return fmt.Errorf("%w (%d connections, slot %s active %v): wait for it to finish", ErrBusy, others, cdcSlot, slotActive)
+		return fmt.Errorf("%w (%d connections, slot %s active %v): wait for it to finish", ErrBusy, others, b.cfg.Slot, slotActive)
 	}
 	return nil
 }

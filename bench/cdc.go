@@ -18,7 +18,6 @@ import (
 
 // The replication objects the benchmark owns.
 const (
-	cdcSlot        = "ferry_bench"
 	cdcPublication = "ferry_bench"
 	markerTable    = Schema + ".cdc_marker"
 )
@@ -67,6 +66,7 @@ func (s *NullSink) Rows() int64 { return s.rows.Load() }
 // created after seeding, so the seed rows are never decoded.
 type cdc struct {
 	db     *pgxpool.Pool
+	slot   string
 	cancel context.CancelFunc
 	done   chan error
 	closer func() error
@@ -90,8 +90,8 @@ func (b *bencher) startCDC(ctx context.Context, s Strategy) (*cdc, error) {
 		}
 	}
 	var consistent string
-	if err := b.db.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, cdcSlot).Scan(&consistent); err != nil {
-		return nil, fmt.Errorf("create slot %s: %w", cdcSlot, err)
+	if err := b.db.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, b.cfg.Slot).Scan(&consistent); err != nil {
+		return nil, fmt.Errorf("create slot %s: %w", b.cfg.Slot, err)
 	}
 	sink, store, caps, retryable, closer, err := b.openCDCSink(ctx, consistent)
 	if err != nil {
@@ -99,7 +99,7 @@ func (b *bencher) startCDC(ctx context.Context, s Strategy) (*cdc, error) {
 	}
 	rep, err := replicator.New(replicator.Config{
 		ConnString:  b.cfg.ConnString,
-		Slot:        cdcSlot,
+		Slot:        b.cfg.Slot,
 		Publication: cdcPublication,
 		Tables:      []string{s.Qualified(), markerTable},
 		Logger:      b.log.Named("cdc"),
@@ -109,7 +109,7 @@ func (b *bencher) startCDC(ctx context.Context, s Strategy) (*cdc, error) {
 		return nil, err
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	c := &cdc{db: b.db, cancel: cancel, done: make(chan error, 1), closer: closer}
+	c := &cdc{db: b.db, slot: b.cfg.Slot, cancel: cancel, done: make(chan error, 1), closer: closer}
 	go func() { c.done <- rep.Run(rctx) }()
 	if _, err := c.waitCaughtUp(ctx, 2*time.Minute); err != nil {
 		c.stop()
@@ -132,7 +132,7 @@ func (b *bencher) openCDCSink(ctx context.Context, consistent string) (loader.Si
 	// The slot is new and the table's seed rows are not wanted in
 	// ClickHouse: mark the copy done so the replicator streams from the
 	// slot's start.
-	if err := ch.SetSnapshotState(ctx, cdcSlot, loader.SnapshotState{Done: true, LSN: consistent}); err != nil {
+	if err := ch.SetSnapshotState(ctx, b.cfg.Slot, loader.SnapshotState{Done: true, LSN: consistent}); err != nil {
 		ch.Close() //nolint:errcheck // the error that matters is the one above
 		return nil, nil, schema.Capabilities{}, nil, nil, fmt.Errorf("mark the copy done: %w", err)
 	}
@@ -180,7 +180,7 @@ func (c *cdc) waitConfirmed(ctx context.Context, target int64, timeout time.Dura
 			return time.Now(), nil
 		}
 		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("slot %s not caught up after %s (%d bytes behind)", cdcSlot, timeout, target-confirmed)
+			return time.Time{}, fmt.Errorf("slot %s not caught up after %s (%d bytes behind)", c.slot, timeout, target-confirmed)
 		}
 		select {
 		case <-ctx.Done():
@@ -192,9 +192,9 @@ func (c *cdc) waitConfirmed(ctx context.Context, target int64, timeout time.Dura
 
 func (c *cdc) confirmed(ctx context.Context) (int64, error) {
 	var n *int64
-	err := c.db.QueryRow(ctx, `SELECT pg_wal_lsn_diff(confirmed_flush_lsn, '0/0')::bigint FROM pg_replication_slots WHERE slot_name = $1`, cdcSlot).Scan(&n)
+	err := c.db.QueryRow(ctx, `SELECT pg_wal_lsn_diff(confirmed_flush_lsn, '0/0')::bigint FROM pg_replication_slots WHERE slot_name = $1`, c.slot).Scan(&n)
 	if err != nil {
-		return 0, fmt.Errorf("read slot %s: %w", cdcSlot, err)
+		return 0, fmt.Errorf("read slot %s: %w", c.slot, err)
 	}
 	if n == nil {
 		return 0, nil
@@ -235,7 +235,7 @@ func (c *cdc) stop() {
 // dropCDC removes the slot and publication a previous run left.
 func (b *bencher) dropCDC(ctx context.Context) error {
 	for _, q := range []string{
-		`SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '` + cdcSlot + `' AND NOT active`,
+		`SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '` + b.cfg.Slot + `' AND NOT active`,
 		"DROP PUBLICATION IF EXISTS " + cdcPublication,
 	} {
 		if _, err := b.db.Exec(ctx, q); err != nil {
@@ -260,7 +260,7 @@ type lagPoint struct {
 	current, confirmed int64
 }
 
-func startLagSampler(ctx context.Context, db *pgxpool.Pool, start time.Time) *lagSampler {
+func startLagSampler(ctx context.Context, db *pgxpool.Pool, slot string, start time.Time) *lagSampler {
 	l := &lagSampler{start: start, stop: make(chan struct{})}
 	l.done.Add(1)
 	go func() {
@@ -271,7 +271,7 @@ func startLagSampler(ctx context.Context, db *pgxpool.Pool, start time.Time) *la
 			var p lagPoint
 			err := db.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint,
 				coalesce(pg_wal_lsn_diff(confirmed_flush_lsn, '0/0'), 0)::bigint FROM pg_replication_slots WHERE slot_name = $1`,
-				cdcSlot).Scan(&p.current, &p.confirmed)
+				slot).Scan(&p.current, &p.confirmed)
 			p.at = time.Now()
 			if err != nil && l.err == nil && ctx.Err() == nil {
 				l.err = fmt.Errorf("sample replication lag: %w", err)

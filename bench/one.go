@@ -61,7 +61,7 @@ func (b *bencher) runOne(ctx context.Context, t *table, l loadSpec, run int) (Ru
 	smp := startSampler(ctx, b.db, t.rel.indexes, b.loadApp, 500*time.Millisecond)
 	var lags *lagSampler
 	if t.cdc != nil {
-		lags = startLagSampler(ctx, b.db, time.Now())
+		lags = startLagSampler(ctx, b.db, b.cfg.Slot, time.Now())
 	}
 	load, loadErr := runLoad(ctx, pool, l)
 	smpErr := smp.finish()

@@ -2,13 +2,50 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
+
+// privateDatabase creates a database of the test's own, dropped at the
+// end, so that runs beside each other (two make test on one stack) neither
+// see each other as busy nor drop each other's schema. It returns its URL
+// and its name, also a slot name that no one else uses.
+func privateDatabase(t *testing.T, base string) (string, string) {
+	t.Helper()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	name := "ferry_bq_" + hex.EncodeToString(b)
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active", name)
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Log(err)
+		}
+		admin.Close(ctx)
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String(), name
+}
 
 // TestQuickRun runs the --quick preset against the local stack with the
 // replicator reading the same WAL, and checks that results.json holds every
@@ -19,10 +56,11 @@ func TestQuickRun(t *testing.T) {
 	if url == "" {
 		t.Skip("FERRY_PG_URL is not set: start the local stack (make stack-up; . .stack/env) to run the bench integration test")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
+	db, name := privateDatabase(t, url)
 	start := time.Now()
-	res, err := Run(ctx, Config{ConnString: url, WithCDC: true}.Quick())
+	res, err := Run(ctx, Config{ConnString: db, Slot: name, WithCDC: true}.Quick())
 	if errors.Is(err, ErrBusy) {
 		t.Skipf("skipped: %v", err)
 	}

@@ -76,6 +76,12 @@ type Config struct {
 	// vanished without closing the connection lasts wal_sender_timeout
 	// (60s by default).
 	SlotBusyTimeout time.Duration
+	// RetryFor is how long Run retries lost connections before it gives
+	// up with the last error, counted from the first failure since a cycle
+	// that ran for a minute. A PostgreSQL never reached since Run started
+	// is not retried at all. Default: 5 minutes with CatchUp, so that a
+	// script or cron job ends; else 0, for ever.
+	RetryFor time.Duration
 	// Streaming says whether PostgreSQL streams transactions still in
 	// progress (pgoutput protocol version 2) once they outgrow its
 	// logical_decoding_work_mem, instead of spilling them to its own disk
@@ -126,6 +132,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SlotBusyTimeout <= 0 {
 		c.SlotBusyTimeout = 2 * time.Minute
+	}
+	if c.RetryFor <= 0 && c.CatchUp {
+		c.RetryFor = 5 * time.Minute
 	}
 	if c.CopyWorkers <= 0 {
 		c.CopyWorkers = min(4, 2*runtime.GOMAXPROCS(0))

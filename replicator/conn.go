@@ -64,7 +64,7 @@ func connect(ctx context.Context, connString string, tune ...func(*pgconn.Config
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL %s: %w", Redact(connString), explainTLS(redactErr(err, connString), cfg.Host))
+		return nil, fmt.Errorf("connect to PostgreSQL %s: %w", Redact(connString), explainConnect(explainTLS(redactErr(err, connString), cfg.Host), &cfg.Config))
 	}
 	return conn, nil
 }
@@ -81,7 +81,7 @@ func connectReplication(ctx context.Context, connString string) (*pgconn.PgConn,
 	cfg.RuntimeParams["replication"] = "database"
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open replication connection to %s: %w", Redact(connString), explainTLS(redactErr(err, connString), cfg.Host))
+		return nil, fmt.Errorf("open replication connection to %s: %w", Redact(connString), explainConnect(explainTLS(redactErr(err, connString), cfg.Host), cfg))
 	}
 	return conn, nil
 }

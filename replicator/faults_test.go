@@ -181,7 +181,7 @@ func writeThroughRestarts(e *env, done chan struct{}) int {
 // reconnect replaces the env's PostgreSQL connection after a restart.
 func (e *env) reconnect() {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		conn, err := pgx.Connect(context.Background(), e.pgURL)
 		if err == nil {

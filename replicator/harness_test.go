@@ -173,7 +173,7 @@ func (e *env) catchUp(cfg replicator.Config) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	return r.Run(ctx)
 }
@@ -197,9 +197,13 @@ func (e *env) verifyAll(cfg replicator.Config) map[string]uint64 {
 	}
 	counts := map[string]uint64{}
 	for _, tm := range tms {
+		width, err := s.ScanColumns(ctx, tm)
+		if err != nil {
+			e.t.Fatal(err)
+		}
 		res, err := verify.Table(ctx, tm, func(ctx context.Context, tm *schema.TableMap, fn func([]any) error) error {
 			return replicator.ScanTable(ctx, e.pgURL, tm, fn)
-		}, s.ScanLive, verify.Config{})
+		}, s.ScanLiveColumns, verify.Config{DestColumns: width})
 		if err != nil {
 			e.t.Fatal(err)
 		}

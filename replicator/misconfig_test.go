@@ -204,7 +204,7 @@ func TestSlotInUse(t *testing.T) {
 		recv = filepath.Join("/usr/lib/postgresql/15/bin", "pg_recvlogical")
 	}
 	// ferry's own walsender may linger a moment after the catch-up.
-	testkit.WaitFor(t, 20*time.Second, "the slot to be free", func() bool {
+	testkit.WaitFor(t, 2*time.Minute, "the slot to be free", func() bool {
 		return len(e.pgStrings(`SELECT 1 FROM pg_replication_slots WHERE slot_name = '`+e.slot+`' AND NOT active`)) == 1
 	})
 	holder := exec.Command(recv, "-d", e.pgURL, "--slot", e.slot, "--start", "-o", "proto_version=1",
@@ -214,7 +214,7 @@ func TestSlotInUse(t *testing.T) {
 		t.Skipf("pg_recvlogical: %v", err)
 	}
 	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
-	testkit.WaitFor(t, 20*time.Second, "pg_recvlogical to hold the slot", func() bool {
+	testkit.WaitFor(t, 2*time.Minute, "pg_recvlogical to hold the slot", func() bool {
 		return len(e.pgStrings(`SELECT 1 FROM pg_replication_slots s JOIN pg_stat_activity a ON a.pid = s.active_pid
 			WHERE s.slot_name = '`+e.slot+`' AND a.application_name = 'other_consumer'`)) == 1
 	})
@@ -225,7 +225,7 @@ func TestSlotInUse(t *testing.T) {
 	_ = holder.Wait()
 
 	first := e.streamInBackground(cfg)
-	testkit.WaitFor(t, 20*time.Second, "the first ferry to hold the slot", func() bool {
+	testkit.WaitFor(t, 2*time.Minute, "the first ferry to hold the slot", func() bool {
 		return len(e.pgStrings(`SELECT 1 FROM pg_replication_slots s JOIN pg_stat_activity a ON a.pid = s.active_pid
 			WHERE s.slot_name = '`+e.slot+`' AND a.application_name = 'ferry'`)) == 1
 	})

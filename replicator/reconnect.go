@@ -35,10 +35,13 @@ var errStreamEnded = errors.New("the server ended the replication stream")
 // connection to either side (a server restarted, a network cut): each
 // cycle resumes from the slot's confirmed position, and what was only in
 // memory is replayed, its versions the same. Errors that another attempt
-// would repeat (configuration, privileges, rejected data) end it.
+// would repeat (configuration, privileges, rejected data) end it, and so
+// does a PostgreSQL that this process never reached: a wrong address is
+// far likelier than an outage at the very start. Failures in a row are
+// retried for Config.RetryFor at most.
 func (r *Replicator) runRetrying(ctx context.Context) error {
 	wait := time.Second
-	var busySince time.Time
+	var busySince, failingSince time.Time
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		err := r.run(ctx)
@@ -57,11 +60,22 @@ func (r *Replicator) runRetrying(ctx context.Context) error {
 		if err == nil || !r.transient(err) {
 			return err
 		}
+		if !r.connected {
+			return fmt.Errorf("%w (not retried: ferry has not reached PostgreSQL since it started)", err)
+		}
 		if err := r.slotBusyTooLong(ctx, err, &busySince); err != nil {
 			return err
 		}
 		if time.Since(start) > time.Minute {
 			wait, attempt = time.Second, 1 // it ran for a while: start the backoff over
+			failingSince = time.Time{}
+		}
+		if failingSince.IsZero() {
+			failingSince = time.Now()
+		}
+		if limit := r.cfg.RetryFor; limit > 0 && time.Since(failingSince) >= limit {
+			return fmt.Errorf("gave up after retrying for %s (attempt %d; --retry-for sets how long): %w",
+				time.Since(failingSince).Round(time.Second), attempt, err)
 		}
 		kind := "postgres"
 		if r.retryable != nil && r.retryable(err) {

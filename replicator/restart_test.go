@@ -47,7 +47,7 @@ func TestKillMidBatch(t *testing.T) {
 		_ = cmd.Wait()
 	}
 	waitFor := func(what string, cond func() bool) {
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := time.Now().Add(5 * time.Minute)
 		for !cond() {
 			if time.Now().After(deadline) {
 				t.Fatalf("timed out waiting for %s; ferry said:\n%s", what, stderr.String())
@@ -146,7 +146,7 @@ func (e *env) waitSent() {
 	if err := e.pg.QueryRow(context.Background(), `SELECT pg_current_wal_lsn()::text`).Scan(&after); err != nil {
 		e.t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		var sent bool
 		err := e.pg.QueryRow(context.Background(), `SELECT coalesce(bool_or(r.sent_lsn >= $1::pg_lsn), false)
@@ -239,7 +239,7 @@ func TestIdleSlotAdvances(t *testing.T) {
 	}
 	// WAL written elsewhere: a table outside the publication.
 	e.exec(`CREATE TABLE noise (v text)`)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		e.exec(`INSERT INTO noise SELECT repeat('x', 1000) FROM generate_series(1, 100)`)
 		var moved bool

@@ -54,7 +54,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 		`INSERT INTO orders (id, customer, amount, note) VALUES (9001, 101, 5, 'after the change')`,
 		`UPDATE orders SET note = 'noted' WHERE id <= 10`)
 	end := e.pgStrings(`SELECT pg_current_wal_lsn()::text`)[0][0]
-	testkit.WaitFor(t, 60*time.Second, "ferry to confirm the changes", func() bool {
+	testkit.WaitFor(t, 3*time.Minute, "ferry to confirm the changes", func() bool {
 		got := e.pgStrings(`SELECT (s.confirmed_flush_lsn >= '` + end + `')::text, a.usename::text FROM pg_replication_slots s
 			JOIN pg_stat_activity a ON a.pid = s.active_pid WHERE s.slot_name = '` + e.slot + `'`)
 		if len(got) == 1 && got[0][1] != role {

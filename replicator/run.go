@@ -28,6 +28,9 @@ type Replicator struct {
 	// terminal one. Default: every error is terminal.
 	retryable func(error) bool
 	textCols  map[string]map[string]bool // Config.TextColumns by schema.table
+	// connected: a cycle reached PostgreSQL once. Until then a failure to
+	// connect ends Run instead of being retried.
+	connected bool
 }
 
 var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
@@ -79,6 +82,7 @@ func (r *Replicator) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.connected = true
 	defer conn.Close(context.Background())
 	var target pglogrepl.LSN
 	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(lsnScanner{&target}); err != nil {

@@ -78,10 +78,10 @@ func (e *env) streamedTxns() int64 {
 // transactions to the slot and sent everything written so far.
 func (e *env) waitStreamed(before int64) {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for e.streamedTxns() <= before {
 		if time.Now().After(deadline) {
-			e.t.Fatal("PostgreSQL streamed no transaction in progress within 30 s: is logical_decoding_work_mem low for the walsender?")
+			e.t.Fatal("PostgreSQL streamed no transaction in progress within 2 minutes: is logical_decoding_work_mem low for the walsender?")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -109,7 +109,7 @@ func (e *env) notVisible(table, where, why string) {
 // streamed transaction for the test to test streaming.
 func (e *env) waitRaw(table, where, want string) {
 	e.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		got := e.chRawCount(table, where)
 		if got == want {

@@ -48,7 +48,7 @@ func TestTLSReplication(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer run.Process.Kill() //nolint:errcheck // stopped below; this is for a failed test
-	testkit.WaitFor(t, 60*time.Second, "ferry to stream from its slot", func() bool {
+	testkit.WaitFor(t, 3*time.Minute, "ferry to stream from its slot", func() bool {
 		return len(e.pgStrings(`SELECT 1 FROM pg_replication_slots WHERE slot_name = '`+e.slot+`' AND active`)) == 1
 	})
 	// The walsender holding the slot serves a TLS connection.
@@ -58,7 +58,7 @@ func TestTLSReplication(t *testing.T) {
 	}
 	e.exec(`UPDATE accounts SET balance = balance + 1 WHERE id % 3 = 0`, `DELETE FROM accounts WHERE id > 1900`,
 		`INSERT INTO accounts VALUES (5000, 'new', NULL)`)
-	testkit.WaitFor(t, 60*time.Second, "the changes to reach ClickHouse", func() bool {
+	testkit.WaitFor(t, 3*time.Minute, "the changes to reach ClickHouse", func() bool {
 		got := e.chStrings(`SELECT toString(count()) FROM ` + e.table("accounts") + ` FINAL WHERE _ferry_deleted = 0`)
 		return len(got) == 1 && got[0][0] == "1901"
 	})

@@ -35,6 +35,17 @@ type demoCmd struct {
 	WritesPerSec int           `name:"writes-per-sec" help:"Rate of the write stream (new orders, status updates, a few deletes) while ferry replicates." default:"200"`
 	Duration     time.Duration `help:"How long to stream while the writes go on." default:"20s"`
 	Follow       bool          `help:"Keep the writes and the stream going, printing the lag every 2 s, until Ctrl-C (instead of --duration and the comparison)." env:"FERRY_DEMO_FOLLOW"`
+	// name replaces demoName, so that tests run beside a demo, and beside
+	// each other, on one stack.
+	name string
+}
+
+// dbName names the demo's databases, slot and publication.
+func (c *demoCmd) dbName() string {
+	if c.name != "" {
+		return c.name
+	}
+	return demoName
 }
 
 // Run (re)creates the ferry_demo databases, seeds them, replicates them
@@ -71,8 +82,8 @@ func runDemo(ctx context.Context, c *demoCmd, log *zap.Logger, out io.Writer) er
 	if c.CHCAFile != "" || c.chPassword != "" {
 		return errors.New("demo: --ch-ca-file and a ClickHouse password apart from --ch are not supported: the demo is for the local stack (put a password into --ch)")
 	}
-	if c.CHDatabase != "" && c.CHDatabase != demoName {
-		d.say("Note: --ch-database (FERRY_CH_DATABASE) is ignored: the demo always uses %s.", demoName)
+	if c.CHDatabase != "" && c.CHDatabase != c.dbName() {
+		d.say("Note: --ch-database (FERRY_CH_DATABASE) is ignored: the demo always uses %s.", c.dbName())
 	}
 	if err := d.connect(ctx); err != nil {
 		return err
@@ -83,11 +94,11 @@ func runDemo(ctx context.Context, c *demoCmd, log *zap.Logger, out io.Writer) er
 // connect works out the URLs and opens the ClickHouse connection.
 func (d *demo) connect(ctx context.Context) error {
 	var err error
-	if d.dbURL, err = withDatabase(d.cfg.PG, demoName); err != nil {
+	if d.dbURL, err = withDatabase(d.cfg.PG, d.cfg.dbName()); err != nil {
 		return err
 	}
 	d.adminURL = d.cfg.PG
-	if cfg, err := pgconn.ParseConfig(d.cfg.PG); err == nil && cfg.Database == demoName {
+	if cfg, err := pgconn.ParseConfig(d.cfg.PG); err == nil && cfg.Database == d.cfg.dbName() {
 		d.adminURL, _ = withDatabase(d.cfg.PG, "postgres") // the demo's database is about to go
 	}
 	opts, err := ch.ParseDSN(d.cfg.CH)
@@ -122,12 +133,12 @@ func (d *demo) say(format string, args ...any) {
 
 func (d *demo) run(ctx context.Context) error {
 	d.say("ferry demo: PostgreSQL %s, ClickHouse %s; database, slot and publication %s\n",
-		replicator.Redact(d.adminURL), replicator.Redact(d.cfg.CH), demoName)
+		replicator.Redact(d.adminURL), replicator.Redact(d.cfg.CH), d.cfg.dbName())
 	start := time.Now()
 	if err := d.reset(ctx); err != nil {
 		return err
 	}
-	d.say("[1/5] Recreated database %s in PostgreSQL and in ClickHouse %s (%s)", demoName, d.sink.ServerVersion(), since(start))
+	d.say("[1/5] Recreated database %s in PostgreSQL and in ClickHouse %s (%s)", d.cfg.dbName(), d.sink.ServerVersion(), since(start))
 	start = time.Now()
 	maxID, err := d.seed(ctx)
 	if err != nil {
@@ -160,8 +171,8 @@ func (d *demo) run(ctx context.Context) error {
 func (d *demo) replicate(ctx context.Context, catchUp bool) error {
 	rep, err := replicator.New(replicator.Config{
 		ConnString:  d.dbURL,
-		Slot:        demoName,
-		Publication: demoName,
+		Slot:        d.cfg.dbName(),
+		Publication: d.cfg.dbName(),
 		Tables:      []string{"public.customers", "public.orders"},
 		CatchUp:     catchUp,
 		Logger:      d.log,
@@ -277,23 +288,23 @@ func (d *demo) reset(ctx context.Context) error {
 		return err
 	}
 	defer admin.Close(context.Background())
-	if err := dropSlot(ctx, admin); err != nil {
+	if err := dropSlot(ctx, admin, d.cfg.dbName()); err != nil {
 		return err
 	}
 	for _, sql := range []string{
-		"DROP DATABASE IF EXISTS " + demoName + " WITH (FORCE)",
-		"CREATE DATABASE " + demoName,
+		"DROP DATABASE IF EXISTS " + d.cfg.dbName() + " WITH (FORCE)",
+		"CREATE DATABASE " + d.cfg.dbName(),
 	} {
 		if _, err := admin.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("PostgreSQL: %s: %w", sql, err)
 		}
 	}
-	for _, sql := range []string{"DROP DATABASE IF EXISTS " + demoName, "CREATE DATABASE " + demoName} {
+	for _, sql := range []string{"DROP DATABASE IF EXISTS " + d.cfg.dbName(), "CREATE DATABASE " + d.cfg.dbName()} {
 		if err := d.ch.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("ClickHouse: %s: %w", sql, err)
 		}
 	}
-	if d.sink, err = clickhouse.New(ctx, clickhouse.Config{DSN: d.cfg.CH, Database: demoName, Logger: d.log}); err != nil {
+	if d.sink, err = clickhouse.New(ctx, clickhouse.Config{DSN: d.cfg.CH, Database: d.cfg.dbName(), Logger: d.log}); err != nil {
 		return err
 	}
 	d.pg, err = pgConnect(ctx, d.dbURL)

@@ -46,9 +46,9 @@ func (d *demo) chRevenueSQL(since time.Time) string {
 	}
 	return `SELECT country, ` + month + ` AS month, count() AS orders, toString(sum(total)) AS revenue
 FROM (SELECT assumeNotNull(customer_id) AS customer_id, created_at, total
-      FROM ` + demoName + `.orders FINAL
+      FROM ` + d.cfg.dbName() + `.orders FINAL
       WHERE _ferry_deleted = 0 AND isNotNull(customer_id) AND created_at >= ` + cutoff + `) AS o
-ALL INNER JOIN (SELECT id AS customer_id, country FROM ` + demoName + `.customers FINAL WHERE _ferry_deleted = 0) AS c
+ALL INNER JOIN (SELECT id AS customer_id, country FROM ` + d.cfg.dbName() + `.customers FINAL WHERE _ferry_deleted = 0) AS c
 USING customer_id
 GROUP BY country, month ORDER BY country, month`
 }
@@ -214,7 +214,7 @@ func firstDifference(pg, chRows []revenueRow) string {
 // counts returns a table's rows in PostgreSQL and live rows in ClickHouse.
 func (d *demo) counts(ctx context.Context, table string) (pg, chRows int64, err error) {
 	var n uint64 // ClickHouse first: counted while writes go on, it is then never ahead
-	q := "SELECT count() FROM " + demoName + "." + table + " FINAL WHERE _ferry_deleted = 0"
+	q := "SELECT count() FROM " + d.cfg.dbName() + "." + table + " FINAL WHERE _ferry_deleted = 0"
 	if err := d.ch.QueryRow(ctx, q).Scan(&n); err != nil {
 		return 0, 0, fmt.Errorf("ClickHouse: count %s: %w", table, err)
 	}
@@ -228,7 +228,7 @@ func (d *demo) counts(ctx context.Context, table string) (pg, chRows int64, err 
 func (d *demo) lag(ctx context.Context) (string, error) {
 	var b *int64
 	err := d.pg.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint
-		FROM pg_replication_slots WHERE slot_name = $1`, demoName).Scan(&b)
+		FROM pg_replication_slots WHERE slot_name = $1`, d.cfg.dbName()).Scan(&b)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && b == nil) {
 		return "-", nil
 	}
@@ -246,22 +246,22 @@ func (d *demo) hints() {
 	}
 	pgURL, chURL := shellQuote(replicator.Redact(d.dbURL)), shellQuote(replicator.Redact(d.cfg.CH))
 	d.say("\nLook around:")
-	d.say("  %s", clickhouseClient(d.cfg.CH))
+	d.say("  %s", clickhouseClient(d.cfg.CH, d.cfg.dbName()))
 	d.say("      SELECT status, count() FROM orders FINAL WHERE _ferry_deleted = 0 GROUP BY status")
 	d.say("  psql %s", pgURL)
 	d.say("Compare every row of both sides:")
-	d.say("  %s verify --pg %s --ch %s --ch-database %s --slot %s --publication %s", bin, pgURL, chURL, demoName, demoName, demoName)
-	d.say("Keep replicating (the slot %s stays; the next `ferry demo` drops it):", demoName)
-	d.say("  %s run --pg %s --ch %s --ch-database %s --slot %s --publication %s", bin, pgURL, chURL, demoName, demoName, demoName)
+	d.say("  %s verify --pg %s --ch %s --ch-database %s --slot %s --publication %s", bin, pgURL, chURL, d.cfg.dbName(), d.cfg.dbName(), d.cfg.dbName())
+	d.say("Keep replicating (the slot %s stays; the next `ferry demo` drops it):", d.cfg.dbName())
+	d.say("  %s run --pg %s --ch %s --ch-database %s --slot %s --publication %s", bin, pgURL, chURL, d.cfg.dbName(), d.cfg.dbName(), d.cfg.dbName())
 	d.say("Stop the local stack:\n  make stack-down")
 }
 
-// clickhouseClient is the clickhouse-client command for the demo database.
-func clickhouseClient(dsn string) string {
+// clickhouseClient is the clickhouse-client command for the demo database db.
+func clickhouseClient(dsn, db string) string {
 	cmd := "clickhouse-client"
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return cmd + " -d " + demoName
+		return cmd + " -d " + db
 	}
 	if h := u.Hostname(); h != "" && h != "localhost" && h != "127.0.0.1" {
 		cmd += " --host " + h
@@ -275,7 +275,7 @@ func clickhouseClient(dsn string) string {
 	if _, has := u.User.Password(); has {
 		cmd += " --password '<password>'"
 	}
-	return cmd + " -d " + demoName
+	return cmd + " -d " + db
 }
 
 func shellQuote(s string) string {
@@ -339,24 +339,24 @@ func ok(err error) int {
 
 // dropSlot drops the demo's slot, ending the session that uses it if any:
 // PostgreSQL refuses to drop a database that a slot belongs to.
-func dropSlot(ctx context.Context, admin *pgx.Conn) error {
+func dropSlot(ctx context.Context, admin *pgx.Conn, name string) error {
 	const active = "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL"
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		tag, err := admin.Exec(ctx, active, demoName)
+		tag, err := admin.Exec(ctx, active, name)
 		if err != nil {
-			return fmt.Errorf("PostgreSQL: end the session on slot %s: %w", demoName, err)
+			return fmt.Errorf("PostgreSQL: end the session on slot %s: %w", name, err)
 		}
 		if tag.RowsAffected() == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("PostgreSQL: slot %s stays in use", demoName)
+			return fmt.Errorf("PostgreSQL: slot %s stays in use", name)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	_, err := admin.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", demoName)
+	_, err := admin.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", name)
 	if err != nil {
-		return fmt.Errorf("PostgreSQL: drop slot %s: %w", demoName, err)
+		return fmt.Errorf("PostgreSQL: drop slot %s: %w", name, err)
 	}
 	return nil
 }

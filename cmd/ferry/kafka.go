@@ -79,6 +79,9 @@ func (c *runCmd) runKafka(ctx context.Context, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	if err := client.Ping(ctx); err != nil {
+		return err
+	}
 	pg, err := pgconn.ParseConfig(c.PG)
 	if err != nil {
 		return fmt.Errorf("--pg: %s: %w", replicator.Redact(c.PG), err)

@@ -159,7 +159,7 @@ func (e *opsEnv) args(cmd ...string) []string {
 // ferry runs the binary to completion and returns its combined output.
 func (e *opsEnv) ferry(args ...string) (string, error) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath, args...)
 	cmd.Env = cleanEnv()

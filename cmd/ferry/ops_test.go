@@ -67,7 +67,7 @@ func TestMetricsAndStatus(t *testing.T) {
 		"INSERT INTO items SELECT g, 'v' || g FROM generate_series(1, 500) g")
 	addr := freeAddr(t)
 	stop := e.start(e.args("run", "--metrics-addr", addr, "--heartbeat", "300ms")...)
-	testkit.WaitFor(t, 20*time.Second, "/readyz", func() bool {
+	testkit.WaitFor(t, 2*time.Minute, "/readyz", func() bool {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {
 			return false
@@ -80,7 +80,7 @@ func TestMetricsAndStatus(t *testing.T) {
 			fmt.Sprintf("UPDATE items SET v = 'u' WHERE id = %d", i+1))
 	}
 	var m map[string]float64
-	testkit.WaitFor(t, 20*time.Second, "lag 0 with every change counted", func() bool {
+	testkit.WaitFor(t, 2*time.Minute, "lag 0 with every change counted", func() bool {
 		m = scrape(t, addr)
 		return m[`ferry_changes_total{op="insert",table="public.items"}`] == 200 &&
 			m[`ferry_changes_total{op="update",table="public.items"}`] == 20 &&
@@ -95,12 +95,12 @@ func TestMetricsAndStatus(t *testing.T) {
 	if m[`ferry_snapshot_rows{table="public.items"}`] != 500 {
 		t.Errorf("ferry_snapshot_rows = %v, want 500", m[`ferry_snapshot_rows{table="public.items"}`])
 	}
-	testkit.WaitFor(t, 10*time.Second, "a heartbeat through the stream", func() bool {
+	testkit.WaitFor(t, 2*time.Minute, "a heartbeat through the stream", func() bool {
 		return scrape(t, addr)["ferry_heartbeat_latency_seconds_count"] > 0
 	})
 
 	var st status
-	testkit.WaitFor(t, 10*time.Second, "ferry status to show the running ferry's progress", func() bool {
+	testkit.WaitFor(t, 2*time.Minute, "ferry status to show the running ferry's progress", func() bool {
 		st = e.statusJSON()
 		return st.Active && st.LagSeconds != nil && len(st.CHRows) == 1 && st.CHRows[0].Rows == 700
 	})
@@ -114,7 +114,7 @@ func TestMetricsAndStatus(t *testing.T) {
 	}
 	assertNoPassword(t, "ferry run", out)
 	// The server notices the walsender's end a moment after ferry exits.
-	testkit.WaitFor(t, 10*time.Second, "the slot to be inactive after ferry exited", func() bool {
+	testkit.WaitFor(t, 2*time.Minute, "the slot to be inactive after ferry exited", func() bool {
 		st = e.statusJSON()
 		return !st.Active
 	})
@@ -133,17 +133,17 @@ func TestHeartbeatAdvancesIdleSlot(t *testing.T) {
 	e.start(e.args("run", "--metrics-addr", addr, "--heartbeat", "200ms")...)
 	ctx := context.Background()
 	var startLSN string
-	testkit.WaitFor(t, 20*time.Second, "the slot to be streamed from", func() bool {
+	testkit.WaitFor(t, 2*time.Minute, "the slot to be streamed from", func() bool {
 		var active bool
 		err := e.admin.QueryRow(ctx, `SELECT active, pg_current_wal_lsn()::text FROM pg_replication_slots WHERE slot_name = $1`, e.name).Scan(&active, &startLSN)
 		return err == nil && active
 	})
-	testkit.WaitFor(t, 15*time.Second, "the idle slot's confirmed position to pass "+startLSN, func() bool {
+	testkit.WaitFor(t, 2*time.Minute, "the idle slot's confirmed position to pass "+startLSN, func() bool {
 		var passed bool
 		err := e.admin.QueryRow(ctx, `SELECT confirmed_flush_lsn > $2::pg_lsn FROM pg_replication_slots WHERE slot_name = $1`, e.name, startLSN).Scan(&passed)
 		return err == nil && passed
 	})
-	testkit.WaitFor(t, 10*time.Second, "heartbeats to arrive through the stream", func() bool {
+	testkit.WaitFor(t, 2*time.Minute, "heartbeats to arrive through the stream", func() bool {
 		m := scrape(t, addr)
 		return m["ferry_heartbeat_latency_seconds_count"] >= 2 && m["ferry_last_heartbeat_timestamp_seconds"] > 0
 	})

@@ -36,6 +36,7 @@ type runCmd struct {
 	connFlags
 	tableFlags
 	CatchUp     bool          `name:"catch-up" help:"Exit 0 once every transaction committed before the start is in ClickHouse."`
+	RetryFor    time.Duration `name:"retry-for" help:"Give up once lost connections have been retried this long (a PostgreSQL not reached since the start is not retried). 0: for ever; with --catch-up 5m." default:"0s" env:"FERRY_RETRY_FOR"`
 	CHFsync     bool          `name:"ch-fsync" help:"Make ClickHouse fsync every inserted part before the INSERT returns (fsync_after_insert, fsync_part_directory on ferry's tables), so a crash of the ClickHouse host cannot lose rows whose WAL ferry confirmed. Costs insert latency." env:"FERRY_CH_FSYNC"`
 	BatchRows   int           `name:"batch-rows" help:"Flush when this many rows are pending." default:"50000" env:"FERRY_BATCH_ROWS"`
 	BatchBytes  int           `name:"batch-bytes" help:"Flush when the pending rows hold this many bytes." default:"33554432" env:"FERRY_BATCH_BYTES"`
@@ -75,6 +76,7 @@ func (c *runCmd) replicatorConfig(log *zap.Logger, obs *observer) replicator.Con
 		AppendOnly:     c.AppendOnly,
 		TextColumns:    c.TextColumns,
 		CatchUp:        c.CatchUp,
+		RetryFor:       c.RetryFor,
 		Batch:          replicator.BatchConfig{MaxRows: c.BatchRows, MaxBytes: c.BatchBytes, MaxAge: c.BatchAge},
 		CopyWorkers:    c.CopyWorkers,
 		Logger:         log,

@@ -162,13 +162,13 @@ func (e *opsEnv) needPassword() {
 // ferryEnv runs the binary with extra environment variables.
 func (e *opsEnv) ferryEnv(env []string, args ...string) (string, error) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath, args...)
 	cmd.Env = append(cleanEnv(), env...)
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
-		e.t.Errorf("ferry %s did not finish within 60 s", args[0])
+		e.t.Errorf("ferry %s did not finish within 5 minutes", args[0])
 	}
 	return string(out), err
 }

@@ -37,7 +37,11 @@ func (c *verifyCmd) Run(ctx context.Context, log *zap.Logger) error {
 	}
 	var bad []string
 	for _, tm := range tms {
-		res, err := verify.Table(ctx, tm, source, sink.ScanLive, verify.Config{})
+		width, err := sink.ScanColumns(ctx, tm)
+		if err != nil {
+			return err
+		}
+		res, err := verify.Table(ctx, tm, source, sink.ScanLiveColumns, verify.Config{DestColumns: width})
 		if err != nil {
 			return err
 		}

@@ -46,7 +46,7 @@ func testSink(t testing.TB) *Sink {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	db := "ferry_test_" + hex.EncodeToString(b[:])
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := New(ctx, Config{DSN: dsn, Database: db})
 	if err != nil {

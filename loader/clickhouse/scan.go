@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
@@ -19,16 +20,55 @@ import (
 // NULL). fn must not keep the slice: it is reused for the next row. An
 // error from fn stops the scan and is returned as is.
 func (s *Sink) ScanLive(ctx context.Context, tm *schema.TableMap, fn func(values []any) error) error {
-	names := make([]string, len(tm.Columns))
-	for i, c := range tm.Columns {
-		names[i] = rawTimeSelect(c, schema.QuoteCH(c.Name))
-	}
-	q := "SELECT " + strings.Join(names, ", ") + " FROM " + s.table(tm.Name) + " FINAL WHERE " +
-		schema.QuoteCH(schema.DeletedColumn) + " = 0"
 	cols := make([]int, len(tm.Columns))
 	for i := range cols {
 		cols[i] = i
 	}
+	return s.ScanLiveColumns(ctx, tm, cols, fn)
+}
+
+// scanSettings bound the memory of a FINAL scan. FINAL merges every
+// unmerged part at once, and each part holds a read buffer per column
+// read: measured on 18.16 with 11 parts of a 1,000-column table, 2.2 MB
+// per column and part with the defaults (1,000 columns would need 24 GB),
+// 0.15 MB with these, at no measurable cost in speed. ScanColumns bounds
+// the other factor, the columns per scan.
+var scanSettings = ch.Settings{"max_read_buffer_size": 64 << 10, "max_block_size": 1024, "max_threads": 1}
+
+// scanBudget is how many (column, unmerged part) pairs one scan may read
+// at once: about 300 MB of ClickHouse memory at 0.15 MB each, and twice as
+// many open files, well under the usual limits (10 GB a query, 20,000
+// files a process).
+const scanBudget = 2000
+
+// ScanColumns returns how many columns besides the key one scan of the
+// table should read for its memory to stay within scanBudget, given the
+// table's active parts now (more parts while a scan runs are within the
+// margin of the budget).
+func (s *Sink) ScanColumns(ctx context.Context, tm *schema.TableMap) (int, error) {
+	name := tm.Name
+	if s.cluster != "" {
+		name += "_local" // the parts are the replicated local table's
+	}
+	var parts uint64
+	q := "SELECT count() FROM system.parts WHERE active AND database = ? AND table = ?"
+	if err := s.conn.QueryRow(ctx, q, s.db, name).Scan(&parts); err != nil {
+		return 0, s.red.wrap(err, "clickhouse: count the parts of %s", s.table(tm.Name))
+	}
+	// Key, version and deleted flag are read by every scan.
+	return max(1, scanBudget/int(max(parts, 1))-len(tm.Key)-2), nil
+}
+
+// ScanLiveColumns is ScanLive for the columns cols (indexes into
+// tm.Columns): fn gets their values in that order.
+func (s *Sink) ScanLiveColumns(ctx context.Context, tm *schema.TableMap, cols []int, fn func(values []any) error) error {
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = rawTimeSelect(tm.Columns[c], schema.QuoteCH(tm.Columns[c].Name))
+	}
+	q := "SELECT " + strings.Join(names, ", ") + " FROM " + s.table(tm.Name) + " FINAL WHERE " +
+		schema.QuoteCH(schema.DeletedColumn) + " = 0"
+	ctx = ch.Context(ctx, ch.WithSettings(scanSettings))
 	var fnErr error
 	err := s.scan(ctx, tm, q, cols, func(vals []any) error {
 		fnErr = fn(vals)

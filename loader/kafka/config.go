@@ -1,10 +1,13 @@
 package kafka
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -59,6 +62,31 @@ func (c Client) dialer() *kafkago.Dialer {
 
 func (c Client) admin() *kafkago.Client {
 	return &kafkago.Client{Addr: kafkago.TCP(c.Brokers...), Transport: c.transport(), Timeout: 30 * time.Second}
+}
+
+// Ping asks the brokers for the cluster's metadata, so that a wrong
+// address fails at start, not at the first write.
+func (c Client) Ping(ctx context.Context) error {
+	c, err := c.withDefaults()
+	if err != nil {
+		return err
+	}
+	if _, err := c.admin().Metadata(ctx, &kafkago.MetadataRequest{}); err != nil {
+		return c.explainUnreachable(fmt.Errorf("kafka: ask %v for metadata: %w", c.Brokers, err))
+	}
+	return nil
+}
+
+// explainUnreachable puts the likely fixes in front of an error of no
+// broker answering; other errors it returns as they are.
+func (c Client) explainUnreachable(err error) error {
+	var ne net.Error
+	if !errors.As(err, &ne) && !errors.Is(err, syscall.ECONNREFUSED) {
+		return err
+	}
+	return fmt.Errorf("cannot reach the Kafka brokers %s: check --kafka-brokers (FERRY_KAFKA_BROKERS), "+
+		"that the brokers run and listen there (listeners, advertised.listeners), and that no firewall is in the way: %w",
+		strings.Join(c.Brokers, ","), err)
 }
 
 // StateTopic is the compacted topic where the publisher keeps the slot's

@@ -196,9 +196,13 @@ func (e *env) verifyAll(s *clickhouse.Sink) {
 	e.t.Helper()
 	ctx := context.Background()
 	for _, tm := range e.tables(s) {
+		width, err := s.ScanColumns(ctx, tm)
+		if err != nil {
+			e.t.Fatal(err)
+		}
 		res, err := verify.Table(ctx, tm, func(ctx context.Context, tm *schema.TableMap, fn func([]any) error) error {
 			return replicator.ScanTable(ctx, e.pgURL, tm, fn)
-		}, s.ScanLive, verify.Config{})
+		}, s.ScanLiveColumns, verify.Config{DestColumns: width})
 		if err != nil {
 			e.t.Fatal(err)
 		}

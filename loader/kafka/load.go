@@ -307,7 +307,7 @@ func (l *Loader) finalFlush(r *kafkago.Reader) error {
 func (l *Loader) tableTopics(ctx context.Context) ([]string, error) {
 	md, err := l.cfg.admin().Metadata(ctx, &kafkago.MetadataRequest{})
 	if err != nil {
-		return nil, fmt.Errorf("kafka: list topics on %v: %w", l.cfg.Brokers, err)
+		return nil, l.cfg.explainUnreachable(fmt.Errorf("kafka: list topics on %v: %w", l.cfg.Brokers, err))
 	}
 	var topics []string
 	for _, t := range md.Topics {

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferry-cdc/ferry/internal/testkit"
+)
+
+// firstStartLimit is the deadline of a command that should fail at once:
+// generous for a loaded machine, far below "for ever".
+const firstStartLimit = 2 * time.Minute
+
+// runToEnd runs the binary and returns its output, its exit code and how
+// long it took; it fails the test when the command outlives
+// firstStartLimit, which before the fix ferry run always did.
+func runToEnd(t *testing.T, args ...string) (string, int, time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), firstStartLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, args...)
+	cmd.Env = cleanEnv()
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	if ctx.Err() != nil {
+		t.Errorf("ferry %s was still running after %s:\n%s", args[0], firstStartLimit, tail(string(out)))
+	}
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), code, took
+}
+
+func tail(s string) string {
+	if len(s) > 3000 {
+		return "…" + s[len(s)-3000:]
+	}
+	return s
+}
+
+// TestFirstStartWrongAddress: every command that talks to PostgreSQL,
+// given an address where nothing listens, a wrong password or a database
+// that does not exist, exits 1 at once with a message that names what is
+// wrong and where to look, and no password. Before, ferry run (with or
+// without --catch-up) retried for ever, logging "connection lost".
+func TestFirstStartWrongAddress(t *testing.T) {
+	e := newOpsEnv(t)
+	e.needPassword()
+	closed := freeAddr(t)
+	u, _ := url.Parse(e.pgURL)
+	u.Host = closed
+	nowhere := u.String()
+	u, _ = url.Parse(e.pgURL)
+	u.User = url.UserPassword(e.name, testPassword+"-wrong")
+	wrongPassword := u.String()
+	u, _ = url.Parse(e.pgURL)
+	u.Path = "/" + e.name + "_missing"
+	wrongDatabase := u.String()
+	chFlags := []string{"--ch", e.chURL, "--ch-database", e.name}
+	commands := [][]string{
+		append([]string{"run", "--catch-up", "--metrics-addr", "", "--slot", e.name}, chFlags...),
+		append([]string{"run", "--metrics-addr", "", "--slot", e.name}, chFlags...),
+		append([]string{"verify"}, chFlags...),
+		{"status", "--slot", e.name},
+		{"setup"},
+	}
+	for _, c := range []struct {
+		name, pg string
+		want     []string
+	}{
+		{"closed port", nowhere, []string{"nothing listens at " + closed + " (connection refused)", "check the host and port in --pg"}},
+		{"wrong password", wrongPassword, []string{`refused the password of user "` + e.name + `"`, "password authentication failed"}},
+		{"wrong database", wrongDatabase, []string{`has no database "` + e.name + `_missing"`, "check the database name"}},
+	} {
+		for _, args := range commands {
+			what := c.name + ": ferry " + args[0]
+			out, code, took := runToEnd(t, append(args, "--pg", c.pg)...)
+			t.Logf("%s: exit %d after %s", what, code, took.Round(time.Millisecond))
+			if code != 1 {
+				t.Errorf("%s: exit code %d, want 1:\n%s", what, code, tail(out))
+			}
+			for _, w := range c.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("%s: the output does not say %q:\n%s", what, w, tail(out))
+				}
+			}
+			if strings.Contains(out, "connection lost") {
+				t.Errorf("%s: retried a connection that never worked:\n%s", what, tail(out))
+			}
+			assertNoSecret(t, what, out)
+		}
+	}
+}
+
+// TestFirstStartNoBroker: ferry load, and ferry run --sink kafka, fail at
+// once when no Kafka broker listens at --kafka-brokers.
+func TestFirstStartNoBroker(t *testing.T) {
+	e := newOpsEnv(t)
+	closed := freeAddr(t)
+	for _, args := range [][]string{
+		{"load", "--from-kafka", "--catch-up", "--metrics-addr", "", "--kafka-brokers", closed, "--ch", e.chURL, "--ch-database", e.name},
+		{"load", "--from-kafka", "--metrics-addr", "", "--kafka-brokers", closed, "--ch", e.chURL, "--ch-database", e.name},
+		{"run", "--sink", "kafka", "--catch-up", "--metrics-addr", "", "--kafka-brokers", closed, "--pg", e.pgURL, "--slot", e.name},
+	} {
+		what := strings.Join(args[:3], " ")
+		out, code, took := runToEnd(t, args...)
+		t.Logf("ferry %s: exit %d after %s", what, code, took.Round(time.Millisecond))
+		if code != 1 || !strings.Contains(out, "cannot reach the Kafka brokers "+closed+": check --kafka-brokers") {
+			t.Errorf("ferry %s: exit code %d, want 1 and a message naming the brokers and --kafka-brokers:\n%s", what, code, tail(out))
+		}
+		assertNoSecret(t, what, out)
+	}
+}
+
+// TestLostConnectionRetriedThenGivenUp: a connection that worked and is
+// then lost is retried ("connection lost" and attempts in the log), up to
+// --retry-for; then ferry exits 1 naming the last error.
+func TestLostConnectionRetriedThenGivenUp(t *testing.T) {
+	e := newOpsEnv(t)
+	e.exec("CREATE TABLE t (id int PRIMARY KEY)", "INSERT INTO t SELECT generate_series(1, 10)")
+	u, _ := url.Parse(e.pgURL)
+	proxy, err := testkit.StartProxy(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = proxy.Addr()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, "run", "--metrics-addr", "", "--retry-for", "10s", "--pg", u.String(),
+		"--ch", e.chURL, "--ch-database", e.name, "--slot", e.name)
+	cmd.Env = cleanEnv()
+	var out testkit.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 3*time.Minute, "ferry streaming", func() bool { return strings.Contains(out.String(), "streaming") })
+	proxy.Close()
+	lost := time.Now()
+	err = cmd.Wait()
+	took := time.Since(lost)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("ferry run ended with %v, want exit code 1:\n%s", err, tail(out.String()))
+	}
+	log := out.String()
+	if n := strings.Count(log, "connection lost; starting again from the last confirmed position"); n < 2 {
+		t.Errorf("%d retries logged, want 2 or more:\n%s", n, tail(log))
+	}
+	if !strings.Contains(log, "gave up after retrying for") || !strings.Contains(log, "--retry-for") {
+		t.Errorf("the output does not say that ferry gave up, and which flag sets how long:\n%s", tail(log))
+	}
+	if took < 10*time.Second {
+		t.Errorf("gave up %s after the connection was lost, before --retry-for's 10s", took.Round(time.Millisecond))
+	}
+	t.Logf("gave up %s after the proxy closed: %s", took.Round(time.Millisecond), log[strings.LastIndex(log, "ferry: "):])
+	assertNoSecret(t, "ferry run", log)
+}
