@@ -41,7 +41,7 @@ func TestKafkaAppendOnlyCopy(t *testing.T) {
 	for _, tm := range tms {
 		res, err := verify.Table(context.Background(), tm, func(ctx context.Context, tm *schema.TableMap, fn func([]any) error) error {
 			return replicator.ScanTable(ctx, e.pgURL, tm, fn)
-		}, viaKafka.ScanLive, verify.Config{})
+		}, viaKafka.ScanLiveColumns, verify.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
