@@ -18,7 +18,7 @@ type table struct {
 type row struct {
 	rounds, ops, opErrors, faults, tables int
 	rowsChecked                           uint64
-	disagreements                         int
+	disagreements, exits                  int
 	elapsed                               time.Duration
 }
 
@@ -39,6 +39,7 @@ func (t *table) add(srv torture.Servers, res *torture.Result) {
 	r.faults += res.Faults
 	r.tables += res.Tables
 	r.rowsChecked += res.RowsChecked
+	r.exits += len(res.Events)
 	if res.Failed() {
 		r.disagreements++
 	}
@@ -49,10 +50,10 @@ func (t *table) fail(s string) { t.failures = append(t.failures, s) }
 
 func (t *table) String() string {
 	var b strings.Builder
-	b.WriteString("| ClickHouse | rounds | operations (refused) | faults injected | tables checked | rows checked | disagreements | time |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| ClickHouse | rounds | operations (refused) | faults injected | ferry exits of its own | tables checked | rows checked | disagreements | time |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, n := range t.order {
 		r := t.rows[n]
-		fmt.Fprintf(&b, "| %s | %d | %d (%d) | %d | %d | %d | %d | %s |\n", n, r.rounds, r.ops, r.opErrors, r.faults, r.tables, r.rowsChecked, r.disagreements, r.elapsed.Round(time.Second))
+		fmt.Fprintf(&b, "| %s | %d | %d (%d) | %d | %d | %d | %d | %d | %s |\n", n, r.rounds, r.ops, r.opErrors, r.faults, r.exits, r.tables, r.rowsChecked, r.disagreements, r.elapsed.Round(time.Second))
 	}
 	for _, f := range t.failures {
 		b.WriteString("- " + f + "\n")

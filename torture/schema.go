@@ -207,6 +207,19 @@ func (g *gen) value(c column, big bool) *string {
 		return nil
 	}
 	v := ct.gen(g.r, big && ct.toast)
+	if g.legacy && c.Type == "dec38" {
+		// ClickHouse 18.16's toString(Decimal128) garbles values of more
+		// than 27 digits (the stored value is right, verify reads it
+		// through the driver): keep the fingerprint's text exact.
+		ip, fp, _ := strings.Cut(v, ".")
+		if neg := strings.HasPrefix(ip, "-"); len(ip) > 21 {
+			ip = ip[len(ip)-21:]
+			if neg {
+				ip = "-" + ip[1:]
+			}
+		}
+		v = ip + "." + fp
+	}
 	if g.avoid["past2262"] && strings.HasPrefix(ct.sql, "timestamp") && len(v) > 4 && v[:4] >= "2262" {
 		v = "2261" + v[4:]
 	}

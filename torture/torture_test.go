@@ -29,7 +29,7 @@ var (
 
 // ciSeeds are the fixed rounds of the short mode: each is a full round
 // (schema, preload, copy, concurrent workload, faults, catch-up, checks).
-var ciSeeds = []uint64{1, 2}
+var ciSeeds = []uint64{1, 2, 3, 4}
 
 func TestTorture(t *testing.T) {
 	servers := chServers(t)
