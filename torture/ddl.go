@@ -1,6 +1,9 @@
 package torture
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // ddl is one schema change under load: a column added (with or without a
 // default), dropped, renamed or widened, or a new table. The generator's
@@ -43,6 +46,13 @@ func (g *gen) ddl(session int) op {
 			}
 		}
 	}
+	if t.Key == keyPartition && !g.avoid["partition-ddl"] && g.r.IntN(2) == 0 {
+		return g.partitionDDL(session, t)
+	}
+	if t.hasKey() && g.r.IntN(4) == 0 {
+		ri := []string{"FULL", "DEFAULT"}[g.r.IntN(2)]
+		return g.newOp(session, "replica-identity-"+strings.ToLower(ri), s(alter+"REPLICA IDENTITY "+ri))
+	}
 	nt := g.genTable(len(g.tables))
 	for i, c := range nt.Cols {
 		if typeByName(c.Type).textOnModern {
@@ -63,4 +73,30 @@ func (g *gen) ddl(session int) op {
 	}
 	stmts = append(stmts, g.insertRows(nt, 3, true))
 	return g.newOp(session, "create-table", stmts...)
+}
+
+// partitionDDL detaches a partition (its rows leave the table, without a
+// row of WAL), attaches it back (they return), or drops a detached one.
+func (g *gen) partitionDDL(session int, t *table) op {
+	if t.detached == "" {
+		t.detached = partitionRanges[g.r.IntN(len(partitionRanges))][0]
+		return g.newOp(session, "detach-partition", s("ALTER TABLE "+t.q()+" DETACH PARTITION public."+quoteIdent(t.partition(t.detached))))
+	}
+	from := t.detached
+	t.detached = ""
+	if g.r.IntN(3) == 0 {
+		return g.newOp(session, "drop-detached-partition", s("DROP TABLE public."+quoteIdent(t.partition(from))),
+			s(fmt.Sprintf("CREATE TABLE public.%s PARTITION OF %s FOR VALUES FROM ('%s') TO ('%s')", quoteIdent(t.partition(from)), t.q(), from, rangeEnd(from))))
+	}
+	return g.newOp(session, "attach-partition", s(fmt.Sprintf("ALTER TABLE %s ATTACH PARTITION public.%s FOR VALUES FROM ('%s') TO ('%s')",
+		t.q(), quoteIdent(t.partition(from)), from, rangeEnd(from))))
+}
+
+func rangeEnd(from string) string {
+	for _, p := range partitionRanges {
+		if p[0] == from {
+			return p[1]
+		}
+	}
+	return from
 }

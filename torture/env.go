@@ -186,8 +186,8 @@ func (p *proc) term(timeout time.Duration) error {
 }
 
 // runFerry runs a ferry command to its end.
-func runFerry(bin string, timeout time.Duration, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+func runFerry(ctx context.Context, bin string, timeout time.Duration, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = ferryEnv()

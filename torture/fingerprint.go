@@ -40,7 +40,7 @@ func renderPG(c pgCol, chType string) string {
 	case t == "bytea":
 		return "encode(" + x + ", 'hex')"
 	case t == "boolean":
-		return "CASE WHEN " + x + " THEN 'true' ELSE 'false' END"
+		return "CASE WHEN " + x + " THEN 'true' WHEN NOT " + x + " THEN 'false' END"
 	case t == "date" && !chString:
 		return "CASE WHEN " + x + " = 'infinity' THEN '2147483647' WHEN " + x + " = '-infinity' THEN '-2147483648' ELSE (" + x + " - DATE '1970-01-01')::text END"
 	case strings.HasPrefix(t, "timestamp") && !chString:
@@ -54,13 +54,12 @@ func renderPG(c pgCol, chType string) string {
 	}
 	// The output function's text, which is what ferry sends for a column
 	// it keeps as String (x::text differs for inet: a /32 keeps its mask).
-	return "CASE WHEN " + x + " IS NOT NULL THEN format('%s', " + x + ") END"
+	return "format('%s', " + x + ")"
 }
 
 // renderCH is the same canonical text in ClickHouse SQL, chosen by the
 // ClickHouse column's type (bare: no Nullable or LowCardinality).
-func renderCH(name, chType string) string {
-	x := "`" + strings.ReplaceAll(strings.ReplaceAll(name, `\`, `\\`), "`", "\\`") + "`"
+func renderCH(x, chType string) string {
 	switch {
 	case strings.HasPrefix(chType, "Float"):
 		return "if(isNaN(" + x + "), 'nan', if(isInfinite(" + x + "), if(" + x + " > 0, 'inf', '-inf'), toString(" + x + ")))"
@@ -85,15 +84,35 @@ func renderCH(name, chType string) string {
 }
 
 // bytesHex marks a PostgreSQL bytea, which ClickHouse holds as raw bytes.
-func renderCHFor(c pgCol, chType string) string {
+// x is the column's expression with NULL taken care of (assumeNotNull).
+func renderCHFor(c pgCol, x, chType string) string {
 	if c.Type == "bytea" {
-		x := renderCH(c.Name, chType)
-		return "lower(hex(" + x + "))"
+		return "lower(hex(" + renderCH(x, chType) + "))"
 	}
 	if c.Type == "boolean" && chType == "UInt8" {
-		return renderCH(c.Name, "Bool")
+		return renderCH(x, "Bool")
 	}
-	return renderCH(c.Name, chType)
+	return renderCH(x, chType)
+}
+
+func chIdent(name string) string {
+	return "`" + strings.ReplaceAll(strings.ReplaceAll(name, `\`, `\\`), "`", "\\`") + "`"
+}
+
+// pieces are each side's per-column text: a length-prefixed rendering,
+// or N for NULL, decided on the column itself so that no rendering has
+// to carry NULL through (CASE WHEN NULL and 18.16's if() treat it apart).
+func pieces(cols []pgCol, chTypes map[string]string) (pg, ch []string) {
+	for _, c := range cols {
+		bt := bareCH(chTypes[c.Name])
+		x := quoteIdent(c.Name)
+		p := renderPG(c, bt)
+		pg = append(pg, "CASE WHEN "+x+" IS NULL THEN 'N' ELSE octet_length("+p+")::text || ':' || "+p+" END")
+		y := chIdent(c.Name)
+		q := renderCHFor(c, "assumeNotNull("+y+")", bt)
+		ch = append(ch, "if(isNull("+y+"), 'N', concat(toString(length("+q+")), ':', "+q+"))")
+	}
+	return pg, ch
 }
 
 func bareCH(t string) string {
@@ -108,15 +127,9 @@ func bareCH(t string) string {
 // rowExprs builds each side's row text: a length-prefixed piece per
 // column, NULL as N, so that no two rows render alike by accident.
 func rowExprs(cols []pgCol, chTypes map[string]string) (pg, ch string) {
-	var ps, cs []string
-	for _, c := range cols {
-		bt := bareCH(chTypes[c.Name])
-		p := renderPG(c, bt)
-		ps = append(ps, "coalesce(octet_length("+p+")::text || ':' || "+p+", 'N')")
-		q := renderCHFor(c, bt)
-		cs = append(cs, "ifNull(concat(toString(length("+q+")), ':', "+q+"), 'N')")
-	}
-	return "concat_ws('|', " + strings.Join(ps, ", ") + ")", "concat(" + strings.Join(cs, ", '|', ") + ")"
+	ps, cs := pieces(cols, chTypes)
+	// 18.16's concat takes two arguments at least.
+	return "concat_ws('|', " + strings.Join(ps, ", ") + ")", "concat(" + strings.Join(cs, ", '|', ") + ", '')"
 }
 
 // fingerprint is a table's row count and two sums of hash slices.

@@ -47,6 +47,7 @@ type Size struct {
 // Known are the bugs Size.Avoid may name.
 var Known = map[string]string{
 	"past2262":       "timestamps after 2262-04-11 are stored wrapped on ClickHouse >= 22.8 (clickhouse-go carries DateTime64 as UnixNano; fixed on branch h-types)",
+	"partition-ddl":  "detach, attach and drop of partitions (no known bug: named to leave them out)",
 	"date-key-toast": "the lookup of unchanged TOAST values fails on a table keyed by a date on ClickHouse >= 22.8 (Date32 IN toDateTime64(...): type mismatch)",
 }
 

@@ -55,14 +55,17 @@ func Run(ctx context.Context, srv Servers, p *Plan, logf Logf) (*Result, error) 
 		}
 	}
 	if p.Setup {
-		if out, err := runFerry(srv.Ferry, 2*time.Minute, "setup", "--pg", e.adminURL); err != nil {
+		if out, err := runFerry(ctx, srv.Ferry, 2*time.Minute, "setup", "--pg", e.adminURL); err != nil {
 			return nil, fmt.Errorf("ferry setup: %v\n%s", err, out)
 		}
 	}
 	if err := e.stream(ctx, p, res, logf); err != nil {
 		return nil, err
 	}
-	out, err := runFerry(srv.Ferry, 5*time.Minute, append([]string{"run", "--catch-up"}, e.runArgs(p, e.roleURL, srv.CH)...)...)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	out, err := runFerry(ctx, srv.Ferry, 5*time.Minute, append([]string{"run", "--catch-up"}, e.runArgs(p, e.roleURL, srv.CH)...)...)
 	if err != nil {
 		res.Disagreements = append(res.Disagreements, fmt.Sprintf("ferry run --catch-up failed: %v\n%s", err, tail(out, 15)))
 		res.Elapsed = time.Since(start)
@@ -132,7 +135,7 @@ func (e *env) stream(ctx context.Context, p *Plan, res *Result, logf Logf) error
 		}(s)
 	}
 	go func() { wg.Wait(); close(done) }()
-	res.Faults += sup.faults(p.Faults, t0, done, pgp, chp)
+	res.Faults += sup.faults(ctx, p.Faults, t0, done, pgp, chp)
 	<-done
 	res.Ops += int(ops.Load())
 	res.OpErrors += int(opErrs.Load())
@@ -156,7 +159,7 @@ func (e *env) session(ctx context.Context, p *Plan, s int) (n, bad int) {
 	_, _ = conn.Exec(ctx, "SET lock_timeout = '10s'")
 	r := rand.New(rand.NewPCG(p.Seed, p.Round*1000+uint64(s)))
 	for _, o := range p.Workload {
-		if o.Session != s {
+		if o.Session != s || ctx.Err() != nil {
 			continue
 		}
 		n++
@@ -237,13 +240,16 @@ func (s *supervisor) checkExit() {
 }
 
 // faults injects the schedule until done, and returns how many it did.
-func (s *supervisor) faults(fs []fault, t0 time.Time, done <-chan struct{}, pgp, chp *testkit.Proxy) int {
+func (s *supervisor) faults(ctx context.Context, fs []fault, t0 time.Time, done <-chan struct{}, pgp, chp *testkit.Proxy) int {
 	n := 0
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-done:
+			return n
+		case <-ctx.Done():
+			<-done // the sessions end on the context too
 			return n
 		case <-tick.C:
 		}

@@ -32,6 +32,9 @@ type table struct {
 	// dateKey is the partition key's type: date, or timestamp where the
 	// date key's TOAST lookup is a known bug (Size.Avoid).
 	dateKey string
+	nested  bool // the 2100 partition is hash-partitioned again
+	// detached is the partition detached from the table, if any.
+	detached string
 	// nextKey hands out fresh key numbers, so inserts never collide.
 	nextKey int64
 	// live is the generator's guess of the keys present (concurrent
@@ -68,6 +71,7 @@ func (g *gen) genTable(i int) *table {
 	r := g.r
 	kinds := []keyKind{keyInt, keyText, keyUUID, keyComposite, keyFull, keyAppend, keyPartition}
 	t := &table{Key: kinds[r.IntN(len(kinds))], nextKey: 1, dateKey: "date"}
+	t.nested = r.IntN(2) == 0
 	if g.avoid["date-key-toast"] {
 		t.dateKey = "timestamp"
 	}
@@ -130,9 +134,17 @@ func (t *table) createSQL() []string {
 	s := []string{"CREATE TABLE " + t.q() + " (" + strings.Join(defs, ", ") + ")"}
 	if t.Key == keyPartition {
 		s[0] += " PARTITION BY RANGE (d)"
-		for _, p := range [][2]string{{"1900-01-01", "2000-01-01"}, {"2000-01-01", "2100-01-01"}, {"2100-01-01", "2300-01-01"}} {
+		for _, p := range partitionRanges {
 			s = append(s, fmt.Sprintf("CREATE TABLE public.%s PARTITION OF %s FOR VALUES FROM ('%s') TO ('%s')",
-				quoteIdent(t.Name+"_p"+p[0][:4]), t.q(), p[0], p[1]))
+				quoteIdent(t.partition(p[0])), t.q(), p[0], p[1]))
+			if t.nested && p[0] == "2100-01-01" {
+				// A partition that is partitioned again, by hash.
+				s[len(s)-1] += " PARTITION BY HASH (id)"
+				for i := 0; i < 2; i++ {
+					s = append(s, fmt.Sprintf("CREATE TABLE public.%s PARTITION OF public.%s FOR VALUES WITH (MODULUS 2, REMAINDER %d)",
+						quoteIdent(fmt.Sprintf("%s_h%d", t.partition(p[0]), i)), quoteIdent(t.partition(p[0])), i))
+				}
+			}
 		}
 	}
 	if t.Key == keyFull {
@@ -160,6 +172,12 @@ func (t *table) keyValues(k int64) []string {
 	}
 	return []string{fmt.Sprint(k)}
 }
+
+// partitionRanges are a partitioned table's range partitions.
+var partitionRanges = [][2]string{{"1900-01-01", "2000-01-01"}, {"2000-01-01", "2100-01-01"}, {"2100-01-01", "2300-01-01"}}
+
+// partition is the name of the partition that starts at from.
+func (t *table) partition(from string) string { return t.Name + "_p" + from[:4] }
 
 // years is the span of the partition key's years from 1900: to 2299, or
 // to 2259 for a timestamp key while past2262 is avoided.

@@ -28,7 +28,7 @@ func Shrink(ctx context.Context, srv Servers, p *Plan, budget time.Duration, log
 		}
 		return res.Failed()
 	}
-	for n := 2; time.Now().Before(deadline); {
+	for n := 2; time.Now().Before(deadline) && ctx.Err() == nil; {
 		items := best.OpCount()
 		if items <= 1 {
 			break

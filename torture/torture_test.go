@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,7 +35,9 @@ var ciSeeds = []uint64{1, 2, 3, 4}
 
 func TestTorture(t *testing.T) {
 	servers := chServers(t)
-	ctx := context.Background()
+	// An interrupt ends the round early but still drops its databases.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	var tab table
 	run := func(srv torture.Servers, seed, round uint64, sz torture.Size) {
 		if *avoidFlag != "" {
@@ -89,7 +93,7 @@ func TestTorture(t *testing.T) {
 			seed = rand.Uint64() % 1000000
 		}
 		end := time.Now().Add(*durationFlag)
-		for round := uint64(0); time.Now().Before(end); round++ {
+		for round := uint64(0); time.Now().Before(end) && ctx.Err() == nil; round++ {
 			for _, srv := range servers {
 				run(srv, seed, round, longSize)
 			}

@@ -41,7 +41,7 @@ func (e *env) validate(ctx context.Context, p *Plan, res *Result) error {
 			res.Disagreements = append(res.Disagreements, fmt.Sprintf("table %s: %s", t, strings.Join(diffs, "; ")))
 		}
 	}
-	out, verr := runFerry(e.srv.Ferry, 5*time.Minute, append([]string{"verify"}, e.verifyArgs(p)...)...)
+	out, verr := runFerry(ctx, e.srv.Ferry, 5*time.Minute, append([]string{"verify"}, e.verifyArgs(p)...)...)
 	verifyBad := map[string]bool{}
 	for _, l := range strings.Split(out, "\n") {
 		if rest, ok := strings.CutPrefix(l, "DIFFERS  "); ok {
@@ -229,12 +229,7 @@ func keys(m map[string]bool) []string {
 // columnDiff names the columns whose canonical text differs for one key,
 // with both sides' text (cut short).
 func (e *env) columnDiff(ctx context.Context, qt, from, pk, ck, key string, cols []pgCol, chTypes map[string]string) (string, error) {
-	var ps, cs []string
-	for _, c := range cols {
-		bt := bareCH(chTypes[c.Name])
-		ps = append(ps, "coalesce("+renderPG(c, bt)+", 'NULL')")
-		cs = append(cs, "ifNull("+renderCHFor(c, bt)+", 'NULL')")
-	}
+	ps, cs := pieces(cols, chTypes)
 	pv := make([]string, len(cols))
 	cv := make([]string, len(cols))
 	pp, cp := make([]any, len(cols)), make([]any, len(cols))

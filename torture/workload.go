@@ -124,7 +124,7 @@ func (g *gen) truncate(session int) (op, bool) {
 	}
 	target := t.q()
 	if t.Key == keyPartition && g.r.IntN(2) == 0 {
-		target = "public." + quoteIdent(t.Name+"_p2000")
+		target = "public." + quoteIdent(t.partition("2000-01-01"))
 	} else {
 		t.live = nil
 	}
