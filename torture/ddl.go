@@ -11,6 +11,12 @@ import (
 // against the new shape fail and roll back, as a user's would.
 func (g *gen) ddl(session int) op {
 	t := g.pick()
+	for i := 0; t.Key == keyAppend && g.avoid["append-rebuild"] && i < 10; i++ {
+		t = g.pick()
+	}
+	if t.Key == keyAppend && g.avoid["append-rebuild"] {
+		return g.newOp(session, "no-ddl", s("SELECT 1"))
+	}
 	alter := "ALTER TABLE " + t.q() + " "
 	switch n := g.r.IntN(10); {
 	case n < 3:

@@ -31,6 +31,19 @@ type Result struct {
 // Failed reports whether the round found something.
 func (r *Result) Failed() bool { return len(r.Disagreements) > 0 }
 
+// Kind is the main sort of the round's first finding, the one the
+// shrinker keeps: a failed catch-up, rows missing, deleted rows visible,
+// a missing column, rows that differ, or verify against the fingerprint.
+func (r *Result) Kind() string {
+	all := strings.Join(r.Disagreements, "\n")
+	for _, k := range []string{"catch-up failed", "missing in ClickHouse", "visible in ClickHouse", "no ClickHouse table", "rows differ", "fingerprint", "verify"} {
+		if strings.Contains(all, k) {
+			return k
+		}
+	}
+	return ""
+}
+
 // Logf receives progress lines.
 type Logf func(format string, args ...any)
 
