@@ -35,7 +35,7 @@ func (g *gen) ddl(session int) op {
 		c := t.Cols[i]
 		t.Cols = append(t.Cols[:i:i], t.Cols[i+1:]...)
 		return g.newOp(session, "drop-column", s(alter+"DROP COLUMN "+quoteIdent(c.Name)))
-	case n < 7 && len(t.Cols) > 1:
+	case n < 7 && len(t.Cols) > 1 && g.setup:
 		i := g.r.IntN(len(t.Cols) - 1)
 		old := t.Cols[i].Name
 		t.Cols[i].Name = fmt.Sprintf("ren%d %s", g.nextID, old)
@@ -52,7 +52,7 @@ func (g *gen) ddl(session int) op {
 			}
 		}
 	}
-	if t.Key == keyPartition && !g.avoid["partition-ddl"] && g.r.IntN(2) == 0 {
+	if t.Key == keyPartition && g.setup && !g.avoid["partition-ddl"] && g.r.IntN(2) == 0 {
 		return g.partitionDDL(session, t)
 	}
 	if t.hasKey() && g.r.IntN(4) == 0 {

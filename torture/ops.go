@@ -47,6 +47,10 @@ type gen struct {
 	legacy bool
 	nextID int
 	avoid  map[string]bool // known bugs to steer clear of (Size.Avoid)
+	// setup is whether the round runs ferry setup: without DDL capture a
+	// rename is documented to look like a drop and an add, and partition
+	// DDL leaves no trace in the stream, so neither is generated then.
+	setup bool
 }
 
 func (g *gen) pick() *table { return g.tables[g.r.IntN(len(g.tables))] }

@@ -47,8 +47,9 @@ type Size struct {
 // Known are the bugs Size.Avoid may name.
 var Known = map[string]string{
 	"past2262":       "timestamps after 2262-04-11 are stored wrapped on ClickHouse >= 22.8 (clickhouse-go carries DateTime64 as UnixNano; fixed on branch h-types)",
+	"append-copy":    "rows of one COPY into an append-only table share a WAL position and all but one are lost (fixed on branch h-appendonly, a66094d)",
 	"append-rebuild": "a rebuild (a column added with a default; a rename on ClickHouse < 20.4) of an append-only table doubles or loses the rows of the transaction that caused it (fixed on branch h-appendonly, c13f8b8)",
-	"partition-ddl":  "detach, attach and drop of partitions (no known bug: named to leave them out)",
+	"partition-ddl":  "detach, attach and drop of partitions, generated only with ferry setup (branch h-partitions works on them): named to leave them out",
 	"date-key-toast": "the lookup of unchanged TOAST values fails on a table keyed by a date on ClickHouse >= 22.8 (Date32 IN toDateTime64(...): type mismatch)",
 }
 
@@ -57,7 +58,7 @@ func NewPlan(seed, round uint64, legacy bool, sz Size) *Plan {
 	r := rand.New(rand.NewPCG(seed, round))
 	p := &Plan{Seed: seed, Round: round, Legacy: legacy, Setup: r.IntN(2) == 0,
 		Streaming: []string{"auto", "on", "off"}[r.IntN(3)], CopyWorkers: 1 + r.IntN(3), Sessions: 2 + r.IntN(3)}
-	g := &gen{r: r, legacy: legacy, avoid: map[string]bool{}}
+	g := &gen{r: r, legacy: legacy, setup: p.Setup, avoid: map[string]bool{}}
 	for _, k := range sz.Avoid {
 		// The first two are bugs of ClickHouse >= 22.8's types only.
 		g.avoid[k] = !legacy || k != "past2262" && k != "date-key-toast"

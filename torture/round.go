@@ -25,7 +25,10 @@ type Result struct {
 	// that disagrees with ferry verify, a catch-up that fails.
 	Disagreements []string
 	Events        []string // ferry exits on its own, and other things worth a look
-	Elapsed       time.Duration
+	// Refusals counts PostgreSQL's errors by message: a generator whose
+	// statements mostly fail tests little.
+	Refusals map[string]int
+	Elapsed  time.Duration
 }
 
 // Failed reports whether the round found something.
@@ -55,7 +58,24 @@ func Run(ctx context.Context, srv Servers, p *Plan, logf Logf) (*Result, error) 
 		return nil, err
 	}
 	defer e.close()
-	res := &Result{}
+	res := &Result{Refusals: map[string]int{}}
+	var mu sync.Mutex
+	refused := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		res.OpErrors++
+		msg := err.Error()
+		if i := strings.LastIndex(msg, ": "); i >= 0 {
+			msg = msg[i+2:]
+		}
+		msg = strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return '#'
+			}
+			return r
+		}, msg)
+		res.Refusals[cut(msg)]++
+	}
 	for _, q := range p.Schema {
 		if _, err := e.pg.Exec(ctx, q); err != nil {
 			return nil, fmt.Errorf("schema: %s: %w", q, err)
@@ -64,7 +84,7 @@ func Run(ctx context.Context, srv Servers, p *Plan, logf Logf) (*Result, error) 
 	for _, o := range p.Preload {
 		res.Ops++
 		if err := runOp(ctx, e.pg, o); err != nil {
-			res.OpErrors++
+			refused(err)
 		}
 	}
 	if p.Setup {
@@ -72,7 +92,7 @@ func Run(ctx context.Context, srv Servers, p *Plan, logf Logf) (*Result, error) 
 			return nil, fmt.Errorf("ferry setup: %v\n%s", err, out)
 		}
 	}
-	if err := e.stream(ctx, p, res, logf); err != nil {
+	if err := e.stream(ctx, p, res, refused, logf); err != nil {
 		return nil, err
 	}
 	if ctx.Err() != nil {
@@ -118,7 +138,7 @@ func (e *env) verifyArgs(p *Plan) []string {
 
 // stream starts ferry through the proxies, runs the sessions and the
 // fault schedule at once, and stops ferry when the sessions are done.
-func (e *env) stream(ctx context.Context, p *Plan, res *Result, logf Logf) error {
+func (e *env) stream(ctx context.Context, p *Plan, res *Result, refused func(error), logf Logf) error {
 	pgp, err := testkit.StartProxy(hostPort(e.srv.PG))
 	if err != nil {
 		return err
@@ -137,21 +157,19 @@ func (e *env) stream(ctx context.Context, p *Plan, res *Result, logf Logf) error
 	t0 := time.Now()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	var ops, opErrs atomic.Int64
+	var ops atomic.Int64
 	for s := 0; s < p.Sessions; s++ {
 		wg.Add(1)
 		go func(s int) {
 			defer wg.Done()
-			n, bad := e.session(ctx, p, s)
+			n := e.session(ctx, p, s, refused)
 			ops.Add(int64(n))
-			opErrs.Add(int64(bad))
 		}(s)
 	}
 	go func() { wg.Wait(); close(done) }()
 	res.Faults += sup.faults(ctx, p.Faults, t0, done, pgp, chp)
 	<-done
 	res.Ops += int(ops.Load())
-	res.OpErrors += int(opErrs.Load())
 	pgp.Reset()
 	chp.Reset()
 	// Let ferry stream the tail through the proxies before it stops, so
@@ -162,10 +180,10 @@ func (e *env) stream(ctx context.Context, p *Plan, res *Result, logf Logf) error
 }
 
 // session runs session s's operations in order, with small pauses.
-func (e *env) session(ctx context.Context, p *Plan, s int) (n, bad int) {
+func (e *env) session(ctx context.Context, p *Plan, s int, refused func(error)) (n int) {
 	conn, err := pgx.Connect(ctx, e.roleURL)
 	if err != nil {
-		return 0, 0
+		return 0
 	}
 	defer conn.Close(ctx)
 	// Lock waits between sessions end in a deadlock error, not a hang.
@@ -177,11 +195,11 @@ func (e *env) session(ctx context.Context, p *Plan, s int) (n, bad int) {
 		}
 		n++
 		if err := runOp(ctx, conn, o); err != nil {
-			bad++
+			refused(err)
 		}
 		time.Sleep(time.Duration(r.IntN(40)) * time.Millisecond)
 	}
-	return n, bad
+	return n
 }
 
 // runOp runs one operation; a statement PostgreSQL refuses rolls the

@@ -238,7 +238,7 @@ func (g *gen) value(c column, big bool) *string {
 		}
 		v = ip + "." + fp
 	}
-	if g.avoid["past2262"] && strings.HasPrefix(ct.sql, "timestamp") && len(v) > 4 && v[:4] >= "2262" {
+	if g.avoid["past2262"] && strings.HasPrefix(ct.sql, "timestamp") && len(v) > 4 && v[0] >= '0' && v[0] <= '9' && v[:4] >= "2262" {
 		v = "2261" + v[4:]
 	}
 	return &v

@@ -30,7 +30,7 @@ func (e *env) validate(ctx context.Context, p *Plan, res *Result) error {
 	}
 	bad := map[string]bool{}
 	for _, t := range tables {
-		diffs, n, err := e.compareTable(ctx, t)
+		diffs, n, err := e.compareTable(ctx, t, p.Setup, res)
 		if err != nil {
 			return fmt.Errorf("%s: %w", t, err)
 		}
@@ -61,7 +61,7 @@ func (e *env) validate(ctx context.Context, p *Plan, res *Result) error {
 
 // compareTable checks one table and returns its differences and the rows
 // PostgreSQL holds.
-func (e *env) compareTable(ctx context.Context, t string) ([]string, uint64, error) {
+func (e *env) compareTable(ctx context.Context, t string, setup bool, res *Result) ([]string, uint64, error) {
 	cols, err := e.pgColumns(ctx, t)
 	if err != nil {
 		return nil, 0, err
@@ -86,7 +86,13 @@ func (e *env) compareTable(ctx context.Context, t string) ([]string, uint64, err
 	var present []pgCol
 	for _, c := range cols {
 		if _, ok := chTypes[c.Name]; !ok {
-			diffs = append(diffs, fmt.Sprintf("column %q missing in ClickHouse", c.Name))
+			if setup {
+				diffs = append(diffs, fmt.Sprintf("column %q missing in ClickHouse", c.Name))
+			} else {
+				// Documented: without DDL capture ferry sees a schema
+				// change only with a later row of the table.
+				res.Events = append(res.Events, fmt.Sprintf("table %s: column %q not (yet) in ClickHouse, no DDL capture", t, c.Name))
+			}
 			continue
 		}
 		present = append(present, c)

@@ -19,7 +19,7 @@ func (g *gen) change(t *table) ([]stmt, string) {
 	switch {
 	case n < 15:
 		return []stmt{g.insertRows(t, 1+g.r.IntN(5), g.r.IntN(4) == 0)}, "insert"
-	case n < 25:
+	case n < 25 && !(t.Key == keyAppend && g.avoid["append-copy"]):
 		return []stmt{g.copyRows(t, 1+g.r.IntN(20))}, "copy"
 	case n < 32:
 		return []stmt{g.insertSelect(t, 1+g.r.IntN(4))}, "insert-select"
@@ -103,6 +103,10 @@ func (g *gen) bigTxn(session int) op {
 	stmts := []stmt{s("BEGIN")}
 	for i := 0; i < 3; i++ {
 		t := g.pick()
+		if t.Key == keyAppend && g.avoid["append-copy"] {
+			stmts = append(stmts, g.insertRows(t, 20, true))
+			continue
+		}
 		stmts = append(stmts, g.copyRows(t, 100+g.r.IntN(200)))
 		if writable(t) {
 			stmts = append(stmts, s("UPDATE "+t.q()+" SET "+g.setCols(t, true)+" WHERE "+t.keyCols()[0]+" IS NOT NULL"))
