@@ -50,7 +50,7 @@ func (t *table) fail(s string) { t.failures = append(t.failures, s) }
 
 func (t *table) String() string {
 	var b strings.Builder
-	b.WriteString("| ClickHouse | rounds | operations (refused) | faults injected | ferry exits of its own | tables checked | rows checked | disagreements | time |\n|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| ClickHouse | rounds | operations (refused) | faults injected | events (ferry exits of its own, ...) | tables checked | rows checked | disagreements | time |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, n := range t.order {
 		r := t.rows[n]
 		fmt.Fprintf(&b, "| %s | %d | %d (%d) | %d | %d | %d | %d | %d | %s |\n", n, r.rounds, r.ops, r.opErrors, r.faults, r.exits, r.tables, r.rowsChecked, r.disagreements, r.elapsed.Round(time.Second))
