@@ -26,6 +26,7 @@ var (
 	dirFlag      = flag.String("torture.dir", filepath.Join(os.TempDir(), "ferry-torture"), "where failing rounds' plans and shrunk reproductions go")
 	shrinkFlag   = flag.Duration("torture.shrink", 10*time.Minute, "time to spend shrinking each failing round (0: none)")
 	avoidFlag    = flag.String("torture.avoid", "past2262,date-key-toast,append-rebuild,append-copy,partition-ddl", "known ferry bugs (torture.Known) the generator steers clear of; empty: none")
+	sizeFlag     = flag.String("torture.size", "long", "size of the round -torture.round runs: ci or long (as the mode that found it)")
 	roundFlag    = flag.Int("torture.round", -1, "run only this round of -torture.seed (a reproduction)")
 )
 
@@ -40,7 +41,7 @@ func TestTorture(t *testing.T) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var tab table
-	run := func(srv torture.Servers, seed, round uint64, sz torture.Size) {
+	run := func(srv torture.Servers, seed, round uint64, sz torture.Size, size string) {
 		if *avoidFlag != "" {
 			sz.Avoid = strings.Split(*avoidFlag, ",")
 		}
@@ -81,7 +82,7 @@ func TestTorture(t *testing.T) {
 		if err != nil {
 			t.Logf("save: %v", err)
 		}
-		repro := fmt.Sprintf("go test ./torture -run TestTorture -torture.seed %d -torture.round %d -torture.ch %s -torture.avoid '%s'", seed, round, name(srv), *avoidFlag)
+		repro := fmt.Sprintf("go test ./torture -run TestTorture -torture.seed %d -torture.round %d -torture.ch %s -torture.size %s -torture.avoid '%s'", seed, round, name(srv), size, *avoidFlag)
 		tab.fail(fmt.Sprintf("seed %d round %d on %s: %s\n    reproduction: %s (plan in %s)", seed, round, name(srv),
 			strings.Join(res.Disagreements, "\n    "), repro, dir))
 		t.Errorf("seed %d round %d on %s disagrees:\n%s\nreproduction: %s; plan saved in %s", seed, round, name(srv),
@@ -90,12 +91,16 @@ func TestTorture(t *testing.T) {
 	switch {
 	case *roundFlag >= 0:
 		for _, srv := range servers {
-			run(srv, *seedFlag, uint64(*roundFlag), longSize)
+			sz := longSize
+			if *sizeFlag == "ci" {
+				sz = ciSize
+			}
+			run(srv, *seedFlag, uint64(*roundFlag), sz, *sizeFlag)
 		}
 	case *durationFlag == 0:
 		for _, srv := range servers {
 			for _, seed := range ciSeeds {
-				run(srv, seed, 0, ciSize)
+				run(srv, seed, 0, ciSize, "ci")
 			}
 		}
 	default:
@@ -106,7 +111,7 @@ func TestTorture(t *testing.T) {
 		end := time.Now().Add(*durationFlag)
 		for round := uint64(0); time.Now().Before(end) && ctx.Err() == nil; round++ {
 			for _, srv := range servers {
-				run(srv, seed, round, longSize)
+				run(srv, seed, round, longSize, "long")
 			}
 		}
 	}
