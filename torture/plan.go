@@ -100,7 +100,7 @@ func NewPlan(seed, round uint64, legacy bool, sz Size) *Plan {
 		}
 	}
 	kinds := []string{"kill9", "kill9", "sigterm", "cut-pg", "cut-ch", "stall-ch"}
-	for i, n := 0, r.IntN(sz.Faults+1); i < n; i++ {
+	for i, n := 0, 1+r.IntN(max(1, sz.Faults)); i < n; i++ {
 		at := time.Duration(r.Int64N(int64(sz.Span)))
 		if i == 0 && r.IntN(2) == 0 {
 			at = time.Duration(r.Int64N(int64(2 * time.Second))) // in the initial copy
