@@ -18,8 +18,9 @@ func (g *gen) ddl(session int) op {
 		return g.newOp(session, "no-ddl", s("SELECT 1"))
 	}
 	alter := "ALTER TABLE " + t.q() + " "
+	fullDDL := t.Key != keyFull || !g.avoid["full-ddl"]
 	switch n := g.r.IntN(10); {
-	case n < 3:
+	case n < 3 && fullDDL:
 		ct := []string{"int4", "text", "dec10", "ts", "bool", "jsonb"}[g.r.IntN(6)]
 		c := column{Name: fmt.Sprintf("add%d_%s", g.nextID, ct), Type: ct}
 		t.Cols = append(t.Cols, c)
@@ -30,7 +31,7 @@ func (g *gen) ddl(session int) op {
 			kind = "add-column-default"
 		}
 		return g.newOp(session, kind, s(sql))
-	case n < 5 && len(t.Cols) > 2:
+	case n < 5 && len(t.Cols) > 2 && fullDDL:
 		i := g.r.IntN(len(t.Cols) - 1) // never body, the last
 		c := t.Cols[i]
 		t.Cols = append(t.Cols[:i:i], t.Cols[i+1:]...)
