@@ -40,54 +40,8 @@ func TestTorture(t *testing.T) {
 	// An interrupt ends the round early but still drops its databases.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var tab table
-	run := func(srv torture.Servers, seed, round uint64, sz torture.Size, size string) {
-		if *avoidFlag != "" {
-			sz.Avoid = strings.Split(*avoidFlag, ",")
-		}
-		for _, k := range sz.Avoid {
-			if _, ok := torture.Known[k]; !ok {
-				t.Fatalf("-torture.avoid: %q is not one of %v", k, torture.Known)
-			}
-		}
-		p := torture.NewPlan(seed, round, srv.Legacy, sz)
-		t.Logf("%s seed %d round %d: %d tables, %d sessions, %d ops, %d faults, setup %v, streaming %s",
-			name(srv), seed, round, len(p.AppendOnly)+countTables(p), p.Sessions, len(p.Preload)+len(p.Workload), len(p.Faults), p.Setup, p.Streaming)
-		res, err := torture.Run(ctx, srv, p, t.Logf)
-		if err != nil {
-			t.Errorf("%s seed %d round %d: %v", name(srv), seed, round, err)
-			return
-		}
-		tab.add(srv, res)
-		for _, ev := range res.Events {
-			t.Logf("  event: %s", ev)
-		}
-		t.Logf("  %d ops (%d refused by PostgreSQL), %d faults, %d tables, %d rows checked, %s",
-			res.Ops, res.OpErrors, res.Faults, res.Tables, res.RowsChecked, res.Elapsed.Round(time.Second))
-		for msg, n := range res.Refusals {
-			if n >= 3 {
-				t.Logf("  refused %d times: %s", n, msg)
-			}
-		}
-		if !res.Failed() {
-			return
-		}
-		var shrunk *torture.Plan
-		if *shrinkFlag > 0 {
-			var runs int
-			shrunk, runs = torture.Shrink(ctx, srv, p, *shrinkFlag, t.Logf)
-			t.Logf("  shrunk to %d operations in %d re-runs", shrunk.OpCount(), runs)
-		}
-		dir, err := torture.Save(*dirFlag, p, shrunk, res)
-		if err != nil {
-			t.Logf("save: %v", err)
-		}
-		repro := fmt.Sprintf("go test ./torture -run TestTorture -torture.seed %d -torture.round %d -torture.ch %s -torture.size %s -torture.avoid '%s'", seed, round, name(srv), size, *avoidFlag)
-		tab.fail(fmt.Sprintf("seed %d round %d on %s: %s\n    reproduction: %s (plan in %s)", seed, round, name(srv),
-			strings.Join(res.Disagreements, "\n    "), repro, dir))
-		t.Errorf("seed %d round %d on %s disagrees:\n%s\nreproduction: %s; plan saved in %s", seed, round, name(srv),
-			strings.Join(res.Disagreements, "\n"), repro, dir)
-	}
+	rn := &runner{t: t, ctx: ctx}
+	run := rn.run
 	switch {
 	case *roundFlag >= 0:
 		for _, srv := range servers {
@@ -115,8 +69,66 @@ func TestTorture(t *testing.T) {
 			}
 		}
 	}
-	t.Log("\n" + tab.String())
-	fmt.Println(tab.String())
+	t.Log("\n" + rn.tab.String())
+	fmt.Println(rn.tab.String())
+}
+
+// runner runs rounds and keeps the run's table.
+type runner struct {
+	t   *testing.T
+	ctx context.Context
+	tab table
+}
+
+// run runs one round; a failing one is shrunk, saved and reported.
+func (rn *runner) run(srv torture.Servers, seed, round uint64, sz torture.Size, size string) {
+	t, ctx := rn.t, rn.ctx
+	if *avoidFlag != "" {
+		sz.Avoid = strings.Split(*avoidFlag, ",")
+	}
+	for _, k := range sz.Avoid {
+		if _, ok := torture.Known[k]; !ok {
+			t.Fatalf("-torture.avoid: %q is not one of %v", k, torture.Known)
+		}
+	}
+	p := torture.NewPlan(seed, round, srv.Legacy, sz)
+	t.Logf("%s seed %d round %d: %d tables, %d sessions, %d ops, %d faults, setup %v, streaming %s",
+		name(srv), seed, round, countTables(p), p.Sessions, len(p.Preload)+len(p.Workload), len(p.Faults), p.Setup, p.Streaming)
+	res, err := torture.Run(ctx, srv, p, t.Logf)
+	if err != nil {
+		t.Errorf("%s seed %d round %d: %v", name(srv), seed, round, err)
+		return
+	}
+	rn.tab.add(srv, res)
+	for _, ev := range res.Events {
+		t.Logf("  event: %s", ev)
+	}
+	t.Logf("  %d ops (%d refused by PostgreSQL), %d faults, %d tables, %d rows checked, %s",
+		res.Ops, res.OpErrors, res.Faults, res.Tables, res.RowsChecked, res.Elapsed.Round(time.Second))
+	for msg, n := range res.Refusals {
+		if n >= 3 {
+			t.Logf("  refused %d times: %s", n, msg)
+		}
+	}
+	if !res.Failed() {
+		return
+	}
+	var shrunk *torture.Plan
+	if *shrinkFlag > 0 {
+		var runs int
+		shrunk, runs = torture.Shrink(ctx, srv, p, *shrinkFlag, t.Logf)
+		t.Logf("  shrunk to %d operations in %d re-runs", shrunk.OpCount(), runs)
+	}
+	dir, err := torture.Save(*dirFlag, p, shrunk, res)
+	if err != nil {
+		t.Logf("save: %v", err)
+	}
+	repro := fmt.Sprintf("go test ./torture -run TestTorture -torture.seed %d -torture.round %d -torture.ch %s -torture.size %s -torture.avoid '%s'",
+		seed, round, name(srv), size, *avoidFlag)
+	rn.tab.fail(fmt.Sprintf("seed %d round %d on %s: %s\n    reproduction: %s (plan in %s)", seed, round, name(srv),
+		strings.Join(res.Disagreements, "\n    "), repro, dir))
+	t.Errorf("seed %d round %d on %s disagrees:\n%s\nreproduction: %s; plan saved in %s", seed, round, name(srv),
+		strings.Join(res.Disagreements, "\n"), repro, dir)
 }
 
 var (
@@ -131,7 +143,7 @@ func countTables(p *torture.Plan) int {
 			n++
 		}
 	}
-	return n - len(p.AppendOnly)
+	return n
 }
 
 func name(srv torture.Servers) string {
