@@ -11,7 +11,7 @@ LEGS    ?= modern legacy
 PKGS    ?= ./...
 GOFILES_CMD := find . -name '*.go' -not -path './.stack/*' -not -path './bin/*' -not -path './vendor/*' -print0
 
-.PHONY: build stack-up stack-down stack-status test fmt fmt-check vet demo perf chaos clean
+.PHONY: build stack-up stack-down stack-status test fmt fmt-check vet demo perf chaos torture clean
 
 ## build: compile bin/ferry
 build:
@@ -65,6 +65,18 @@ chaos: stack-up
 ##       into docs/PERFORMANCE.md (RUNS=3; QUICK=1 is a smoke run; logs in .stack/perf/)
 perf: build stack-up
 	bash deploy/perf.sh
+
+## torture: random seeded rounds against the running local stack (make stack-up first) for DURATION
+##          (default 20m; SEED=n fixes the first seed; CH=modern|legacy|both, default both), then a table
+##          of rounds, operations, faults, rows checked and disagreements; failing plans in TORTURE_DIR
+DURATION    ?= 20m
+SEED        ?= 0
+CH          ?= both
+TORTURE_DIR ?= $(CURDIR)/.stack/torture
+torture:
+	if [ -f .stack/env ]; then . .stack/env; fi; \
+	$(GO) test -count=1 -v -timeout 0 -run 'TestTorture$$' ./torture \
+	  -torture.duration=$(DURATION) -torture.seed=$(SEED) -torture.ch=$(CH) -torture.dir=$(TORTURE_DIR)
 
 ## clean: remove build output (the stack's data stays; use stack-down first)
 clean:

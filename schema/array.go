@@ -45,7 +45,7 @@ func arrayConv[T any](p parser[T]) converter {
 // quoted one the string NULL; backslash escapes the next byte; whitespace
 // around elements is not part of them unless quoted or escaped.
 func splitArray(text []byte) ([]arrayElem, error) {
-	s := bytes.TrimSpace(text)
+	s := trimArraySpace(text)
 	if len(s) > 0 && s[0] == '[' {
 		return nil, fmt.Errorf("array %s: %w", quoteValue(text), errArrayShape)
 	}
@@ -53,7 +53,7 @@ func splitArray(text []byte) ([]arrayElem, error) {
 		return nil, invalid("array", text)
 	}
 	body := s[1 : len(s)-1]
-	if len(bytes.TrimSpace(body)) == 0 {
+	if len(trimArraySpace(body)) == 0 {
 		return []arrayElem{}, nil
 	}
 	elems := make([]arrayElem, 0, bytes.Count(body, []byte{','})+1)
@@ -168,6 +168,19 @@ func skipSpace(b []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// trimArraySpace trims the whitespace array_in skips, which is ASCII
+// only: bytes.TrimSpace would also take U+00A0, U+0085 and U+3000, which
+// array_out leaves unquoted, so {"\u00a0"} would become {}.
+func trimArraySpace(b []byte) []byte {
+	for len(b) > 0 && isArraySpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isArraySpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
 }
 
 // isArraySpace is the whitespace PostgreSQL's array input skips.

@@ -26,6 +26,11 @@ func TestConvertArrays(t *testing.T) {
 		{name: "backslash", col: arr(25), text: `{"a\\b",x\\y}`, want: []*string{ptr(`a\b`), ptr(`x\y`)}},
 		{name: "braces quoted", col: arr(25), text: `{"{}","a,b"}`, want: []*string{ptr("{}"), ptr("a,b")}},
 		{name: "unicode", col: arr(25), text: `{ü,表}`, want: []*string{ptr("ü"), ptr("表")}},
+		// array_out quotes only ASCII whitespace: other spaces come bare,
+		// and are the element (found by ferry torture).
+		{name: "no-break space alone", col: arr(25), text: "{\u00a0}", want: []*string{ptr("\u00a0")}},
+		{name: "ideographic space alone", col: arr(25), text: "{\u3000}", want: []*string{ptr("\u3000")}},
+		{name: "next line alone", col: arr(25), text: "{\u0085\u0085}", want: []*string{ptr("\u0085\u0085")}},
 		{name: "decimals", col: Column{TypeOID: 1, ElemOID: 1700, TypeMod: numericMod(5, 2), NotNull: true}, text: "{1.50,NULL,-2.25}",
 			want: []*decimal.Decimal{ptr(dec("1.5")), nil, ptr(dec("-2.25"))}},
 		{name: "decimal NaN", col: Column{TypeOID: 1, ElemOID: 1700, TypeMod: numericMod(5, 2), NotNull: true}, text: "{1,NaN}",

@@ -1,0 +1,21 @@
+// Package torture is ferry's randomized, seeded, differential test of the
+// whole pipeline (issue 15). A round is generated from (seed, round) alone
+// (NewPlan): a random schema of tables with a spread of mapped types and
+// their edge values, a preload that the initial copy reads, a concurrent
+// workload of several sessions (transactions with savepoints and
+// rollbacks, COPY, INSERT ... SELECT, key changes, delete and re-insert,
+// updates that leave TOASTed values unchanged, TRUNCATE, transactions
+// that stream, DDL), and a schedule of faults on the ferry subprocess
+// (kill -9, SIGTERM, cut and stalled connections through
+// internal/testkit's proxy). Run executes it in a private PostgreSQL
+// database, role and slot and a private ClickHouse database, catches up
+// with ferry run --catch-up, and compares every published table with a
+// fingerprint computed in SQL on each side, independent of ferry verify,
+// plus a per-key check, and runs ferry verify too: a disagreement between
+// any two of them is a finding. Shrink cuts a failing plan down to fewer
+// operations; Save writes it as a SQL script with its fault schedule.
+//
+// The package is a library so that the test that drives it (go test
+// ./torture, with -torture.* flags; make torture) stays thin, and so that a
+// later ferry subcommand could reuse it.
+package torture

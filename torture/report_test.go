@@ -1,0 +1,62 @@
+package torture_test
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ferry-cdc/ferry/torture"
+)
+
+// table is the run's summary, one row per ClickHouse server.
+type table struct {
+	rows     map[string]*row
+	order    []string
+	failures []string
+}
+
+type row struct {
+	rounds, ops, opErrors, faults, tables int
+	rowsChecked                           uint64
+	disagreements, exits                  int
+	elapsed                               time.Duration
+}
+
+func (t *table) add(srv torture.Servers, res *torture.Result) {
+	if t.rows == nil {
+		t.rows = map[string]*row{}
+	}
+	n := name(srv)
+	r := t.rows[n]
+	if r == nil {
+		r = &row{}
+		t.rows[n] = r
+		t.order = append(t.order, n)
+	}
+	r.rounds++
+	r.ops += res.Ops
+	r.opErrors += res.OpErrors
+	r.faults += res.Faults
+	r.tables += res.Tables
+	r.rowsChecked += res.RowsChecked
+	r.exits += len(res.Events)
+	if res.Failed() {
+		r.disagreements++
+	}
+	r.elapsed += res.Elapsed
+}
+
+func (t *table) fail(s string) { t.failures = append(t.failures, s) }
+
+func (t *table) String() string {
+	var b strings.Builder
+	b.WriteString("| ClickHouse | rounds | operations (refused) | faults injected | events (ferry exits of its own, ...) | tables checked | rows checked | disagreements | time |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, n := range t.order {
+		r := t.rows[n]
+		fmt.Fprintf(&b, "| %s | %d | %d (%d) | %d | %d | %d | %d | %d | %s |\n", n, r.rounds, r.ops, r.opErrors, r.faults, r.exits, r.tables, r.rowsChecked, r.disagreements, r.elapsed.Round(time.Second))
+	}
+	for _, f := range t.failures {
+		b.WriteString("- " + f + "\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,210 @@
+package torture_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/ferry-cdc/ferry/internal/testkit"
+	"github.com/ferry-cdc/ferry/torture"
+)
+
+var (
+	seedFlag     = flag.Uint64("torture.seed", 0, "seed of the first round (0: fixed CI seeds without -torture.duration, random ones with it)")
+	durationFlag = flag.Duration("torture.duration", 0, "run random rounds for this long (0: the short fixed-seed CI set)")
+	chFlag       = flag.String("torture.ch", "", "ClickHouse server: modern, legacy or both (default: FERRY_CH_URL)")
+	dirFlag      = flag.String("torture.dir", filepath.Join(os.TempDir(), "ferry-torture"), "where failing rounds' plans and shrunk reproductions go")
+	shrinkFlag   = flag.Duration("torture.shrink", 10*time.Minute, "time to spend shrinking each failing round (0: none)")
+	avoidFlag    = flag.String("torture.avoid", "past2262,date-key-toast,append-rebuild,append-copy,full-ddl,partition-truncate,partition-ddl", "known ferry bugs (torture.Known) the generator steers clear of; empty: none")
+	sizeFlag     = flag.String("torture.size", "long", "size of the round -torture.round runs: ci or long (as the mode that found it)")
+	roundFlag    = flag.Int("torture.round", -1, "run only this round of -torture.seed (a reproduction)")
+)
+
+// ciSeeds are the fixed rounds of the short mode: each is a full round
+// (schema, preload, copy, concurrent workload, faults, catch-up, checks);
+// 1 and 3 run without ferry setup, 7 and 9 with it (renames, new tables).
+var ciSeeds = []uint64{1, 3, 7, 9}
+
+func TestTorture(t *testing.T) {
+	servers := chServers(t)
+	// An interrupt ends the round early but still drops its databases.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rn := &runner{t: t, ctx: ctx}
+	run := rn.run
+	switch {
+	case *roundFlag >= 0:
+		for _, srv := range servers {
+			sz := longSize
+			if *sizeFlag == "ci" {
+				sz = ciSize
+			}
+			run(srv, *seedFlag, uint64(*roundFlag), sz, *sizeFlag)
+		}
+	case *durationFlag == 0:
+		for _, srv := range servers {
+			for _, seed := range ciSeeds {
+				run(srv, seed, 0, ciSize, "ci")
+			}
+		}
+	default:
+		seed := *seedFlag
+		if seed == 0 {
+			seed = rand.Uint64() % 1000000
+		}
+		end := time.Now().Add(*durationFlag)
+		for round := uint64(0); time.Now().Before(end) && ctx.Err() == nil; round++ {
+			for _, srv := range servers {
+				run(srv, seed, round, longSize, "long")
+			}
+		}
+	}
+	t.Log("\n" + rn.tab.String())
+	fmt.Println(rn.tab.String())
+}
+
+// runner runs rounds and keeps the run's table.
+type runner struct {
+	t   *testing.T
+	ctx context.Context
+	tab table
+}
+
+// run runs one round; a failing one is shrunk, saved and reported.
+func (rn *runner) run(srv torture.Servers, seed, round uint64, sz torture.Size, size string) {
+	t, ctx := rn.t, rn.ctx
+	if *avoidFlag != "" {
+		sz.Avoid = strings.Split(*avoidFlag, ",")
+	}
+	for _, k := range sz.Avoid {
+		if _, ok := torture.Known[k]; !ok {
+			t.Fatalf("-torture.avoid: %q is not one of %v", k, torture.Known)
+		}
+	}
+	p := torture.NewPlan(seed, round, srv.Legacy, sz)
+	t.Logf("%s seed %d round %d: %d tables, %d sessions, %d ops, %d faults, setup %v, streaming %s",
+		name(srv), seed, round, countTables(p), p.Sessions, len(p.Preload)+len(p.Workload), len(p.Faults), p.Setup, p.Streaming)
+	res, err := torture.Run(ctx, srv, p, t.Logf)
+	if err != nil {
+		t.Errorf("%s seed %d round %d: %v", name(srv), seed, round, err)
+		return
+	}
+	rn.tab.add(srv, res)
+	for _, ev := range res.Events {
+		t.Logf("  event: %s", ev)
+	}
+	t.Logf("  %d ops (%d refused by PostgreSQL), %d faults, %d tables, %d rows checked, %s",
+		res.Ops, res.OpErrors, res.Faults, res.Tables, res.RowsChecked, res.Elapsed.Round(time.Second))
+	for msg, n := range res.Refusals {
+		if n >= 3 {
+			t.Logf("  refused %d times: %s", n, msg)
+		}
+	}
+	if !res.Failed() {
+		return
+	}
+	var shrunk *torture.Plan
+	if *shrinkFlag > 0 {
+		var runs int
+		shrunk, runs = torture.Shrink(ctx, srv, p, *shrinkFlag, t.Logf)
+		t.Logf("  shrunk to %d operations in %d re-runs", shrunk.OpCount(), runs)
+	}
+	dir, err := torture.Save(*dirFlag, p, shrunk, res)
+	if err != nil {
+		t.Logf("save: %v", err)
+	}
+	repro := fmt.Sprintf("go test ./torture -run TestTorture -torture.seed %d -torture.round %d -torture.ch %s -torture.size %s -torture.avoid '%s'",
+		seed, round, name(srv), size, *avoidFlag)
+	rn.tab.fail(fmt.Sprintf("seed %d round %d on %s: %s\n    reproduction: %s (plan in %s)", seed, round, name(srv),
+		strings.Join(res.Disagreements, "\n    "), repro, dir))
+	t.Errorf("seed %d round %d on %s disagrees:\n%s\nreproduction: %s; plan saved in %s", seed, round, name(srv),
+		strings.Join(res.Disagreements, "\n"), repro, dir)
+}
+
+var (
+	ciSize   = torture.Size{Tables: 4, Preload: 5, Workload: 60, Faults: 3, Span: 8 * time.Second}
+	longSize = torture.Size{Tables: 6, Preload: 10, Workload: 200, Faults: 6, Span: 25 * time.Second}
+)
+
+func countTables(p *torture.Plan) int {
+	n := 0
+	for _, q := range p.Schema {
+		if strings.HasPrefix(q, "CREATE TABLE") && !strings.Contains(q, "PARTITION OF") {
+			n++
+		}
+	}
+	return n
+}
+
+func name(srv torture.Servers) string {
+	if srv.Legacy {
+		return "legacy"
+	}
+	return "modern"
+}
+
+// chServers are the ClickHouse servers of the run, each with its age.
+func chServers(t *testing.T) []torture.Servers {
+	t.Helper()
+	pg := os.Getenv("FERRY_PG_URL")
+	var urls []string
+	switch *chFlag {
+	case "":
+		urls = []string{os.Getenv("FERRY_CH_URL")}
+	case "modern":
+		urls = []string{os.Getenv("FERRY_CH_MODERN_URL")}
+	case "legacy":
+		urls = []string{os.Getenv("FERRY_CH_LEGACY_URL")}
+	case "both":
+		urls = []string{os.Getenv("FERRY_CH_MODERN_URL"), os.Getenv("FERRY_CH_LEGACY_URL")}
+	default:
+		t.Fatalf("-torture.ch: %q is not modern, legacy or both", *chFlag)
+	}
+	if pg == "" || slicesHasEmpty(urls) {
+		t.Skip("FERRY_PG_URL and FERRY_CH_URL (or FERRY_CH_MODERN_URL/FERRY_CH_LEGACY_URL) are not set: run `make stack-up` and `. .stack/env`")
+	}
+	var out []torture.Servers
+	bin := testkit.BuildFerry(t)
+	for _, u := range urls {
+		out = append(out, torture.Servers{PG: pg, CH: u, Ferry: bin, Legacy: isLegacy(t, u)})
+	}
+	return out
+}
+
+func slicesHasEmpty(s []string) bool {
+	for _, x := range s {
+		if x == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// isLegacy reports whether the server is older than 22.8, where ferry
+// keeps dates and timestamps as integers.
+func isLegacy(t *testing.T, url string) bool {
+	opts, err := ch.ParseDSN(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := ch.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	v, err := conn.ServerVersion()
+	if err != nil {
+		t.Fatalf("ClickHouse at %s: %v", url, err)
+	}
+	return v.Version.Major < 22 || v.Version.Major == 22 && v.Version.Minor < 8
+}
