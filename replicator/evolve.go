@@ -142,7 +142,11 @@ func (s *stream) evolve(ctx context.Context, rel *relation, d described, byAttnu
 		renames = renamedColumns(rel, d)
 	}
 	changes := schema.Diff(rel.tm, tm, renames)
-	rebuild := attach || rel.stale || !schema.SameKey(rel.tm, tm)
+	// A FullRow table's row key encodes every column: after any column
+	// change the rows already in ClickHouse carry keys that the stream's
+	// old-row identities no longer produce, so only a copy re-keys them.
+	fullRow := rel.tm.Source.FullRow && len(changes) > 0
+	rebuild := attach || rel.stale || fullRow || !schema.SameKey(rel.tm, tm)
 	for _, c := range changes {
 		added := c.Kind == schema.ColumnAdded && next.addedWithDefault(c.To.Name)
 		rebuild = rebuild || added || !schema.InPlace(c, s.rep.caps)
