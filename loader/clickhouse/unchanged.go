@@ -357,6 +357,11 @@ func (s *Sink) lookupQuery(tm *schema.TableMap, rows []loader.Row, todo []int, c
 				return "", reject(fmt.Errorf("clickhouse: look up unchanged values in %s: key column %q: %w",
 					s.table(tm.Name), tm.Columns[k].Name, err))
 			}
+			if strings.Contains(tm.Columns[k].Type, "Date32") {
+				// A date is a time.Time, whose literal is a DateTime64; the
+				// IN list wants the key column's own type.
+				lit = "toDate32(" + lit + ")"
+			}
 			b.WriteString(lit)
 		}
 		b.WriteByte(')')
