@@ -237,16 +237,7 @@ func TestAppendOnlyRebuildOnce(t *testing.T) {
 			e.exec(`ALTER TABLE ev ADD COLUMN d int DEFAULT 7`, // the rows hold 7, which ClickHouse lacks: a rebuild
 				`INSERT INTO ev SELECT g % 100, 'b' FROM generate_series(1, 5000) g`)
 			if replayed {
-				s := &failAfterSwap{Sink: e.sink()}
-				c := cfg
-				c.CatchUp = true
-				r, err := replicator.New(c, s, s, s.Capabilities(), clickhouse.IsRetryable)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				err = r.Run(ctx)
-				cancel()
+				err := e.catchUpThrough(cfg, &failAfterSwap{Sink: e.sink()})
 				if !errors.Is(err, errAfterSwap) {
 					t.Fatalf("run: %v, want it to stop after the swap", err)
 				}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/loader/clickhouse"
-	"github.com/ferry-cdc/ferry/replicator"
 	"github.com/ferry-cdc/ferry/schema"
 )
 
@@ -65,16 +64,7 @@ func TestInterruptedCopyMissing(t *testing.T) {
 	if err := e.ch.Exec(context.Background(), "DROP TABLE "+e.table("items")); err != nil {
 		t.Fatal(err)
 	}
-	s := &cutCopy{Sink: e.sink(), stored: make(chan struct{})}
-	c := cfg
-	c.CatchUp = true
-	r, err := replicator.New(c, s, s, s.Capabilities(), clickhouse.IsRetryable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	err = r.Run(ctx)
-	cancel()
+	err := e.catchUpThrough(cfg, &cutCopy{Sink: e.sink(), stored: make(chan struct{})})
 	if !errors.Is(err, errCopyCut) {
 		t.Fatalf("run: %v, want the copy cut short", err)
 	}

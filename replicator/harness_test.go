@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/loader/clickhouse"
 	"github.com/ferry-cdc/ferry/replicator"
 	"github.com/ferry-cdc/ferry/schema"
@@ -172,6 +173,27 @@ func (e *env) catchUp(cfg replicator.Config) error {
 	r, err := replicator.New(cfg, s, s, s.Capabilities(), clickhouse.IsRetryable)
 	if err != nil {
 		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	return r.Run(ctx)
+}
+
+// faultySink is a ClickHouse sink with a fault of a test's own.
+type faultySink interface {
+	loader.Sink
+	loader.SnapshotStore
+	Capabilities() schema.Capabilities
+}
+
+// catchUpThrough runs ferry until caught up, writing through s, and
+// returns how the run ended.
+func (e *env) catchUpThrough(cfg replicator.Config, s faultySink) error {
+	e.t.Helper()
+	cfg.CatchUp = true
+	r, err := replicator.New(cfg, s, s, s.Capabilities(), clickhouse.IsRetryable)
+	if err != nil {
+		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -80,6 +80,9 @@ type Loader struct {
 	// carrier; zero when it has none.
 	storedLast   bool
 	carrierSince time.Time
+	// admin asks the brokers for metadata and offsets: one client, so its
+	// transport's connections are reused (caughtUp asks twice a second).
+	admin *kafkago.Client
 }
 
 // NewLoader returns a Loader writing to dest.
@@ -108,8 +111,8 @@ func NewLoader(cfg LoadConfig, dest Destination) (*Loader, error) {
 	}
 	store, _ := dest.(loader.TableStateStore)
 	return &Loader{cfg: cfg, dest: dest, log: cfg.Logger, schemas: map[string]schema.Table{}, store: store, cuts: map[string]*cut{},
-		carriers: map[string]bool{},
-		tables:   map[string]*loadTable{}, batch: loader.NewBatcher(dest, cfg.MaxRows, cfg.MaxBytes, cfg.MaxAge)}, nil
+		carriers: map[string]bool{}, admin: cfg.admin(),
+		tables: map[string]*loadTable{}, batch: loader.NewBatcher(dest, cfg.MaxRows, cfg.MaxBytes, cfg.MaxAge)}, nil
 }
 
 // errRescan ends one consumer session when the set of topics changed.
@@ -118,6 +121,7 @@ var errRescan = errors.New("table topics changed")
 // Run consumes until ctx is done (after writing and committing what it
 // read) or, with CatchUp, until the start's end offsets are loaded.
 func (l *Loader) Run(ctx context.Context) error {
+	defer l.closeAdmin()
 	err := l.run(ctx)
 	if err != nil && ctx.Err() != nil {
 		// Stopped between sessions (listing topics, reading end offsets):
@@ -153,11 +157,24 @@ func (l *Loader) run(ctx context.Context) error {
 			}
 		}
 		err = l.session(ctx, topics, ends)
+		for errors.Is(err, errStalled) { // the same topics, up to the same ends
+			err = l.session(ctx, topics, ends)
+		}
 		if !errors.Is(err, errRescan) {
 			return err
 		}
 	}
 }
+
+// errStalled ends a catch-up session that read nothing for stallRejoin
+// while its partitions are behind: the next session joins the group anew.
+var errStalled = errors.New("catch-up stalled")
+
+// stallRejoin is how long a catch-up session may read nothing while not
+// caught up. Seen in TestLoaderProcessKilled: after SIGKILLs of other
+// members, a restarted loader read two of four partitions and then
+// nothing for nine minutes, its group never rebalanced.
+const stallRejoin = 30 * time.Second
 
 // session consumes topics with one group membership.
 func (l *Loader) session(ctx context.Context, topics []string, ends map[string][]partitionEnd) error {
@@ -207,6 +224,7 @@ const progressEvery = 30 * time.Second
 // catch-up's end, or a change of the topics (errRescan).
 func (l *Loader) consume(ctx context.Context, r *kafkago.Reader, topics []string, ends map[string][]partitionEnd) error {
 	rescan, report := time.Now().Add(l.cfg.Rescan), time.Now().Add(progressEvery)
+	lastRead := time.Now()
 	for {
 		if time.Now().After(report) {
 			// A busy loader and a stuck one would otherwise log alike.
@@ -218,6 +236,11 @@ func (l *Loader) consume(ctx context.Context, r *kafkago.Reader, topics []string
 			done, err := l.caughtUp(ctx, ends)
 			if err != nil || done {
 				return err
+			}
+			if len(l.parked) == 0 && time.Since(lastRead) > stallRejoin {
+				l.log.Warn("catching up, but nothing read for a while: joining the group again",
+					zap.String("group", l.cfg.Group), zap.Duration("idle", time.Since(lastRead)), zap.Any("messages_by_partition", l.read))
+				return errors.Join(l.flush(ctx, r), errStalled)
 			}
 		}
 		wait := 500 * time.Millisecond
@@ -237,6 +260,7 @@ func (l *Loader) consume(ctx context.Context, r *kafkago.Reader, topics []string
 		case err != nil:
 			return fmt.Errorf("kafka: read: %w", err)
 		default:
+			lastRead = time.Now()
 			l.read[fmt.Sprintf("%s/%d", m.Topic, m.Partition)]++
 			if err := l.handle(ctx, r, m); err != nil {
 				return fmt.Errorf("kafka: %s partition %d offset %d: %w", m.Topic, m.Partition, m.Offset, err)
@@ -305,7 +329,7 @@ func (l *Loader) finalFlush(r *kafkago.Reader) error {
 
 // tableTopics lists the prefix's table topics.
 func (l *Loader) tableTopics(ctx context.Context) ([]string, error) {
-	md, err := l.cfg.admin().Metadata(ctx, &kafkago.MetadataRequest{})
+	md, err := l.admin.Metadata(ctx, &kafkago.MetadataRequest{})
 	if err != nil {
 		return nil, l.cfg.explainUnreachable(fmt.Errorf("kafka: list topics on %v: %w", l.cfg.Brokers, err))
 	}
@@ -332,7 +356,7 @@ type partitionEnd struct {
 }
 
 func (l *Loader) endOffsets(ctx context.Context, topics []string) (map[string][]partitionEnd, error) {
-	admin := l.cfg.admin()
+	admin := l.admin
 	md, err := admin.Metadata(ctx, &kafkago.MetadataRequest{Topics: topics})
 	if err != nil {
 		return nil, fmt.Errorf("kafka: read partitions: %w", err)
@@ -373,7 +397,7 @@ func (l *Loader) caughtUp(ctx context.Context, ends map[string][]partitionEnd) (
 	if len(req.Topics) == 0 {
 		return true, nil
 	}
-	res, err := l.cfg.admin().OffsetFetch(ctx, req)
+	res, err := l.admin.OffsetFetch(ctx, req)
 	if err != nil {
 		return false, fmt.Errorf("kafka: read the group's offsets: %w", err)
 	}
@@ -393,4 +417,11 @@ func (l *Loader) caughtUp(ctx context.Context, ends map[string][]partitionEnd) (
 	}
 	l.log.Info("caught up", zap.String("group", l.cfg.Group))
 	return true, nil
+}
+
+// closeAdmin closes the admin client's idle broker connections.
+func (l *Loader) closeAdmin() {
+	if t, ok := l.admin.Transport.(*kafkago.Transport); ok {
+		t.CloseIdleConnections()
+	}
 }
