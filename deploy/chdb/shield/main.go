@@ -83,6 +83,11 @@ func main() {
 func relay(client *net.TCPConn, upstream string) {
 	defer client.Close()
 	in := bufio.NewReaderSize(client, 1<<17)
+	// Anything but a Hello first (a TLS ClientHello, 0x16, from a client
+	// told to use TLS on this plain port) also ends the process there.
+	if first, err := in.Peek(1); err != nil || first[0] != 0 {
+		return
+	}
 	if user, password, ok := readHello(in); ok && len(known) > 0 {
 		if want, found := known[user]; !found || want != password {
 			_, _ = client.Write(authFailed(user))
