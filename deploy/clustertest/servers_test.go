@@ -201,10 +201,14 @@ func (n *chNode) waitUp() error {
 		select {
 		case <-n.exited:
 			out, _ := os.ReadFile(filepath.Join(n.dir, "log", "error.log"))
-			// Ports 40000-49999 are in Linux's ephemeral range: another
+			// Try again until the deadline when the cause passes: ports
+			// 40000-49999 are in Linux's ephemeral range, so another
 			// process's outgoing connection may hold one of ours for a
-			// while. Try again until the deadline.
-			if strings.Contains(tail(string(out), 300), "Address already in use") && time.Now().Before(deadline) {
+			// while; and 18.16 refuses to load a replicated table while the
+			// killed process's ZooKeeper session still marks its replica
+			// active (its tables fail to load and the server exits; seen
+			// in CI after a SIGKILL and a restart 3 s later).
+			if transientStartFailure(string(out)) && time.Now().Before(deadline) {
 				time.Sleep(time.Second)
 				if err := n.start(); err != nil {
 					return err
@@ -423,4 +427,16 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
+}
+
+// transientStartFailure reports an exit at start that a later start can
+// get past.
+func transientStartFailure(errorLog string) bool {
+	last := tail(errorLog, 4000)
+	for _, cause := range []string{"Address already in use", "already active", "REPLICA_IS_ALREADY_ACTIVE", "StorageReplicatedMergeTree", "ZooKeeper"} {
+		if strings.Contains(last, cause) {
+			return true
+		}
+	}
+	return false
 }
