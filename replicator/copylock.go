@@ -22,10 +22,11 @@ import (
 
 // lockTable takes the table's ACCESS SHARE lock in conn's transaction,
 // held to its end, and returns the table as it is named now, which no
-// rename can change until then.
-func lockTable(ctx context.Context, conn *pgx.Conn, ref tableRef) (tableRef, error) {
+// rename can change until then. names reads the name: conn itself, or,
+// when conn's snapshot is older than the lock, a connection outside it.
+func lockTable(ctx context.Context, conn, names *pgx.Conn, ref tableRef) (tableRef, error) {
 	for range 5 {
-		now, err := currentName(ctx, conn, ref)
+		now, err := currentName(ctx, names, ref)
 		if err != nil {
 			return ref, err
 		}

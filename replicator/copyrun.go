@@ -36,6 +36,12 @@ type copyJob struct {
 	target  *schema.TableMap
 	version uint64
 	src     source
+	// recheck, set when the copy's snapshot was taken before the table's
+	// lock (the initial copy), is a connection outside the snapshot that
+	// tells whether the table changed in between (copyrecheck.go); such a
+	// job is deferred: plan leaves it uncopied and sets deferred.
+	recheck  *pgx.Conn
+	deferred bool
 
 	total uint64        // the planner's estimate of the rows, for progress
 	start time.Time     // when the copy of the table began
@@ -166,9 +172,25 @@ func (c *copier) leftovers() <-chan copyTask {
 // plan empties the job's target and splits the table into ranges.
 func (c *copier) plan(ctx context.Context, conn *pgx.Conn, j *copyJob, workers int) ([]pageRange, error) {
 	r := c.r
-	now, err := lockTable(ctx, conn, j.rel.ref)
+	names := conn
+	if j.recheck != nil {
+		names = j.recheck // the snapshot's catalog may hold an older name
+	}
+	now, err := lockTable(ctx, conn, names, j.rel.ref)
 	if err != nil {
 		return nil, err
+	}
+	if j.recheck != nil {
+		why, err := changedSinceSnapshot(ctx, conn, j.recheck, j.rel)
+		if err != nil {
+			return nil, err
+		}
+		if why != "" {
+			r.log.Warn("the table changed while the initial copy began: it is copied after the others, under a snapshot of its own",
+				zap.Stringer("table", j.rel.ref), zap.String("why", why))
+			j.deferred = true
+			return nil, nil
+		}
 	}
 	j.src.table.Schema, j.src.table.Name = now.Schema, now.Name
 	if err := r.sink.Truncate(ctx, j.target); err != nil {

@@ -85,6 +85,8 @@ func (r *Replicator) runRetrying(ctx context.Context) error {
 		if !busySince.IsZero() {
 			r.log.Warn("the slot is in use by another connection; waiting for it to be freed",
 				zap.String("slot", r.cfg.Slot), zap.Duration("giving up in", r.cfg.SlotBusyTimeout-time.Since(busySince)), zap.Error(err))
+		} else if errors.Is(err, errChangedAtStart) {
+			r.log.Warn("a table changed while the initial copy started; starting again", zap.Error(err))
 		} else {
 			r.log.Warn("connection lost; starting again from the last confirmed position",
 				zap.Int("attempt", attempt), zap.Duration("in", wait), zap.Error(err))
@@ -120,7 +122,7 @@ func (r *Replicator) slotBusyTooLong(ctx context.Context, err error, since *time
 // transient reports whether another attempt may succeed.
 func (r *Replicator) transient(err error) bool {
 	return IsConnectionError(err) || errors.Is(err, errSlotActive) || errors.Is(err, errStreamEnded) ||
-		errors.Is(err, errServerSilent) ||
+		errors.Is(err, errServerSilent) || errors.Is(err, errChangedAtStart) ||
 		(r.retryable != nil && r.retryable(err))
 }
 

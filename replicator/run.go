@@ -119,14 +119,15 @@ func (r *Replicator) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	start, copied, added, err := r.startPosition(ctx, conn, rels)
+	start, copied, later, err := r.startPosition(ctx, conn, rels)
 	if err != nil {
 		return err
 	}
 	if !copied {
-		if err := r.copyMissing(ctx, conn, union(empty, added)); err != nil {
-			return err
-		}
+		later = union(empty, later)
+	}
+	if err := r.copyMissing(ctx, conn, later); err != nil {
+		return err
 	}
 	for _, rel := range rels {
 		if _, ok := stored[rel.ref.OID]; !ok || copied {
@@ -164,8 +165,10 @@ func (r *Replicator) capStandbyInterval(ctx context.Context, conn *pgx.Conn) err
 }
 
 // startPosition returns where to stream from, doing the initial copy first
-// when no finished copy belongs to the slot (then copied is true).
-func (r *Replicator) startPosition(ctx context.Context, conn *pgx.Conn, rels []*relation) (start pglogrepl.LSN, copied bool, added []*relation, err error) {
+// when no finished copy belongs to the slot (then copied is true), and the
+// tables to copy before streaming: those the publications gained on a
+// resume, or those the initial copy left out (see copyrecheck.go).
+func (r *Replicator) startPosition(ctx context.Context, conn *pgx.Conn, rels []*relation) (start pglogrepl.LSN, copied bool, later []*relation, err error) {
 	slot, err := readSlot(ctx, conn, r.cfg.Slot)
 	if err != nil {
 		return 0, false, nil, err
@@ -197,31 +200,43 @@ func (r *Replicator) startPosition(ctx context.Context, conn *pgx.Conn, rels []*
 	if _, err := r.ensurePublications(ctx, conn, rels, true); err != nil {
 		return 0, false, nil, err
 	}
-	start, err = r.initialCopy(ctx, conn, rels)
-	return start, err == nil, nil, err
+	start, later, err = r.initialCopy(ctx, conn, rels)
+	return start, err == nil, later, err
 }
 
-// initialCopy creates the slot and copies every table under its snapshot.
-// If the copy fails, the slot is dropped, so no orphan slot holds WAL.
-func (r *Replicator) initialCopy(ctx context.Context, conn *pgx.Conn, rels []*relation) (pglogrepl.LSN, error) {
+// initialCopy creates the slot and copies every table under its snapshot,
+// but those that changed before the copy could lock them: it returns
+// those, marked as copies still to make (catalogTable.Copying), for the
+// caller to copy under snapshots of their own before it streams. If the
+// copy fails, the slot is dropped, so no orphan slot holds WAL.
+func (r *Replicator) initialCopy(ctx context.Context, conn *pgx.Conn, rels []*relation) (pglogrepl.LSN, []*relation, error) {
 	rconn, err := connectReplication(ctx, r.cfg.ConnString)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	res, err := createSlot(ctx, rconn, r.cfg.Slot)
 	if err != nil {
 		rconn.Close(context.Background())
-		return 0, err
+		return 0, nil, err
 	}
 	lsn, err := pglogrepl.ParseLSN(res.ConsistentPoint)
 	if err == nil {
 		r.log.Info("created slot; copying tables", zap.String("slot", r.cfg.Slot), zap.Stringer("lsn", lsn), zap.Int("tables", len(rels)))
 		err = r.store.SetSnapshotState(ctx, r.cfg.Slot, loader.SnapshotState{LSN: res.ConsistentPoint})
 	}
+	var deferred []*relation
 	if err == nil {
-		err = r.copyTables(ctx, res.SnapshotName, rels)
+		deferred, err = r.copyTables(ctx, res.SnapshotName, rels)
 	}
 	rconn.Close(context.Background())
+	for _, rel := range deferred {
+		// Marked before the copy counts as done: a crash from here on finds
+		// the table's copy still to make, however far the stream got.
+		rel.doc.Copying = true
+		if err == nil {
+			err = r.saveState(ctx, rel)
+		}
+	}
 	if err == nil {
 		err = r.store.SetSnapshotState(ctx, r.cfg.Slot, loader.SnapshotState{LSN: res.ConsistentPoint, Done: true})
 	}
@@ -233,9 +248,9 @@ func (r *Replicator) initialCopy(ctx context.Context, conn *pgx.Conn, rels []*re
 		} else if ctx.Err() != nil {
 			r.log.Warn("stopped before the initial copy finished: the slot is dropped, and the next start copies again", zap.String("slot", r.cfg.Slot))
 		}
-		return 0, err
+		return 0, nil, err
 	}
-	return lsn, nil
+	return lsn, deferred, nil
 }
 
 // stream follows the slot from start.

@@ -14,15 +14,32 @@ import (
 // copyTables copies every table's rows as of the exported snapshot. Each
 // ClickHouse table is emptied first, so a copy redone after a crash leaves
 // no row of the interrupted one behind. Rows get Version 0: any change
-// streamed afterwards wins over them.
-func (r *Replicator) copyTables(ctx context.Context, snapshot string, rels []*relation) error {
-	return r.inSnapshot(ctx, snapshot, func(conn *pgx.Conn) error {
-		jobs := make([]*copyJob, len(rels))
-		for i, rel := range rels {
-			jobs[i] = &copyJob{rel: rel, target: rel.tm, src: allColumns(rel)}
-		}
+// streamed afterwards wins over them. It returns the tables it left out
+// because they changed between the snapshot and their lock (see
+// copyrecheck.go), which the caller copies afterwards.
+func (r *Replicator) copyTables(ctx context.Context, snapshot string, rels []*relation) ([]*relation, error) {
+	fresh, err := connect(ctx, r.cfg.ConnString)
+	if err != nil {
+		return nil, err
+	}
+	defer fresh.Close(context.Background())
+	jobs := make([]*copyJob, len(rels))
+	for i, rel := range rels {
+		jobs[i] = &copyJob{rel: rel, target: rel.tm, src: allColumns(rel), recheck: fresh}
+	}
+	err = r.inSnapshot(ctx, snapshot, func(conn *pgx.Conn) error {
 		return r.copyJobs(ctx, conn, snapshot, jobs)
 	})
+	if err != nil {
+		return nil, err
+	}
+	var deferred []*relation
+	for _, j := range jobs {
+		if j.deferred {
+			deferred = append(deferred, j.rel)
+		}
+	}
+	return deferred, nil
 }
 
 // inSnapshot runs fn in a read-only REPEATABLE READ transaction on a
