@@ -41,6 +41,13 @@ type Row struct {
 	// Sinks that carry change metadata (Kafka) use them; ClickHouse ignores them.
 	TxID         uint32
 	CommitMicros int64
+	// Inserted marks a streamed row that pgoutput sent as an insert (not an
+	// update); Old is the row before an update or delete when pgoutput sent
+	// it whole (REPLICA IDENTITY FULL), indexed like Values, else nil. Sinks
+	// that describe changes (Kafka's Debezium envelope) use them; ClickHouse
+	// ignores them.
+	Inserted bool
+	Old      []any
 }
 
 // Batch is a run of rows of one table in stream order.
@@ -65,6 +72,16 @@ type Sink interface {
 	// Close releases the connection. Nothing buffered is lost: Write does
 	// not buffer.
 	Close() error
+}
+
+// CopyStarter is a Sink that tells the truncation that starts a copy of a
+// table from a TRUNCATE of the source: the Kafka sink publishes a
+// TRUNCATE as an event its consumers see, a copy's start as a record only
+// ferry's loader acts on. The replicator calls StartCopy, when the sink has
+// it, where it would call Truncate before a copy; it guarantees what
+// Truncate does.
+type CopyStarter interface {
+	StartCopy(ctx context.Context, t *schema.TableMap) error
 }
 
 // SnapshotState is what the destination remembers of a slot's initial copy.

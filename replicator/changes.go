@@ -79,7 +79,7 @@ func (s *stream) insert(m *pglogrepl.InsertMessage, version uint64) error {
 	if err != nil {
 		return err
 	}
-	return s.add(rel, loader.Row{Values: vals, Version: version}, size)
+	return s.add(rel, loader.Row{Values: vals, Version: version, Inserted: true}, size)
 }
 
 func (s *stream) update(m *pglogrepl.UpdateMessage, version uint64) error {
@@ -95,12 +95,19 @@ func (s *stream) update(m *pglogrepl.UpdateMessage, version uint64) error {
 	if rel.tm.Source.FullRow {
 		return s.updateFullRow(rel, old, m.NewTuple, version)
 	}
+	var oldVals []any // the whole old row, sent for REPLICA IDENTITY FULL
+	if old != nil {
+		var err error
+		if oldVals, _, err = rel.values(old, nil); err != nil {
+			return err
+		}
+	}
 	if m.OldTuple != nil && !rel.tm.Source.AppendOnly && rel.keyChanged(m.OldTuple, m.NewTuple) {
 		gone, err := rel.keyValues(m.OldTuple)
 		if err != nil {
 			return err
 		}
-		if err := s.add(rel, loader.Row{Values: gone, Version: version, Deleted: true}, 0); err != nil {
+		if err := s.add(rel, loader.Row{Values: gone, Version: version, Deleted: true, Old: oldVals}, 0); err != nil {
 			return err
 		}
 	}
@@ -108,7 +115,7 @@ func (s *stream) update(m *pglogrepl.UpdateMessage, version uint64) error {
 	if err != nil {
 		return err
 	}
-	return s.add(rel, loader.Row{Values: vals, Version: version}, size)
+	return s.add(rel, loader.Row{Values: vals, Version: version, Old: oldVals}, size)
 }
 
 // updateFullRow handles a table identified by its whole row: unless the
@@ -126,7 +133,7 @@ func (s *stream) updateFullRow(rel *relation, old, new *pglogrepl.TupleData, ver
 		return err
 	}
 	gone := loader.Row{Values: oldVals, Version: version, Deleted: true}
-	row := loader.Row{Values: newVals, Version: version}
+	row := loader.Row{Values: newVals, Version: version, Old: oldVals}
 	if err := rel.setRowKey(&gone); err != nil {
 		return err
 	}
@@ -158,7 +165,13 @@ func (s *stream) delete(m *pglogrepl.DeleteMessage, version uint64) error {
 	if err != nil {
 		return err
 	}
-	return s.add(rel, loader.Row{Values: vals, Version: version, Deleted: true}, 0)
+	row := loader.Row{Values: vals, Version: version, Deleted: true}
+	if m.OldTupleType == pglogrepl.DeleteMessageTupleTypeOld { // REPLICA IDENTITY FULL with a key
+		if row.Old, _, err = rel.values(m.OldTuple, nil); err != nil {
+			return err
+		}
+	}
+	return s.add(rel, row, 0)
 }
 
 // truncate writes what came before it, then empties the tables. Replayed

@@ -193,7 +193,11 @@ func (c *copier) plan(ctx context.Context, conn *pgx.Conn, j *copyJob, workers i
 		}
 	}
 	j.src.table.Schema, j.src.table.Name = now.Schema, now.Name
-	if err := r.sink.Truncate(ctx, j.target); err != nil {
+	empty := r.sink.Truncate
+	if cs, ok := r.sink.(loader.CopyStarter); ok {
+		empty = cs.StartCopy
+	}
+	if err := empty(ctx, j.target); err != nil {
 		return nil, fmt.Errorf("copy of %s: empty the ClickHouse table: %w", j.rel.ref, err)
 	}
 	ranges, err := copyRanges(ctx, conn, j.rel.ref.OID, workers)

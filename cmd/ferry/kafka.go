@@ -33,10 +33,14 @@ type kafkaFlags struct {
 // kafkaPublishFlags are ferry run's settings for --sink kafka.
 type kafkaPublishFlags struct {
 	kafkaFlags
-	Partitions        int   `name:"kafka-partitions" help:"Partitions of the table topics ferry creates." default:"1" env:"FERRY_KAFKA_PARTITIONS"`
-	ReplicationFactor int   `name:"kafka-replication-factor" help:"Replication factor of the topics ferry creates (use 3 in production)." default:"1" env:"FERRY_KAFKA_REPLICATION_FACTOR"`
-	MaxMessageBytes   int64 `name:"kafka-max-message-bytes" help:"Largest record batch the publisher sends, so the largest row event it can publish; the table topics ferry creates get max.message.bytes = this + 64 KiB when above the default (raise existing topics or the brokers' message.max.bytes yourself, and ferry load --kafka-fetch-max-bytes)." default:"983040" env:"FERRY_KAFKA_MAX_MESSAGE_BYTES"`
-	Tombstones        bool  `name:"kafka-tombstones" help:"Follow every delete with a tombstone (the key, a null value) so log compaction can forget the row; --no-kafka-tombstones to omit them." default:"true" negatable:"" env:"FERRY_KAFKA_TOMBSTONES"`
+	Partitions        int    `name:"kafka-partitions" help:"Partitions of the table topics ferry creates." default:"1" env:"FERRY_KAFKA_PARTITIONS"`
+	ReplicationFactor int    `name:"kafka-replication-factor" help:"Replication factor of the topics ferry creates (use 3 in production)." default:"1" env:"FERRY_KAFKA_REPLICATION_FACTOR"`
+	MaxMessageBytes   int64  `name:"kafka-max-message-bytes" help:"Largest record batch the publisher sends, so the largest row event it can publish; the table topics ferry creates get max.message.bytes = this + 64 KiB when above the default (raise existing topics or the brokers' message.max.bytes yourself, and ferry load --kafka-fetch-max-bytes)." default:"983040" env:"FERRY_KAFKA_MAX_MESSAGE_BYTES"`
+	Tombstones        bool   `name:"kafka-tombstones" help:"Follow every delete with a tombstone (the key, a null value) so log compaction can forget the row; --no-kafka-tombstones to omit them." default:"true" negatable:"" env:"FERRY_KAFKA_TOMBSTONES"`
+	TruncateEvents    bool   `name:"kafka-truncate-events" help:"Publish a TRUNCATE as Debezium's op 't' event (Debezium skips them by default). Without it a truncation is a control record (null value, ferry.truncate header) that ferry load applies and Debezium's consumers skip." env:"FERRY_KAFKA_TRUNCATE_EVENTS"`
+	Schemas           bool   `name:"kafka-schemas" help:"Write keys and values in Kafka Connect's JSON form with schemas (schema + payload, Debezium's schema names), for JsonConverter with schemas.enable=true." env:"FERRY_KAFKA_SCHEMAS"`
+	DecimalMode       string `name:"kafka-decimal-mode" help:"Debezium's decimal.handling.mode for numeric values: precise (Connect Decimal, base64 bytes), string or double (lossy)." default:"precise" enum:"precise,string,double" env:"FERRY_KAFKA_DECIMAL_MODE"`
+	TimeMode          string `name:"kafka-time-mode" help:"Debezium's time.precision.mode: adaptive (days, micro- or milliseconds by precision), connect (Connect's millisecond types, lossy below a millisecond) or isostring." default:"adaptive" enum:"adaptive,connect,isostring" env:"FERRY_KAFKA_TIME_MODE"`
 }
 
 func (f kafkaFlags) client(log *zap.Logger) (kafka.Client, error) {
@@ -88,7 +92,8 @@ func (c *runCmd) runKafka(ctx context.Context, log *zap.Logger) error {
 	}
 	sink, err := kafka.New(kafka.Config{Client: client, Database: pg.Database,
 		Partitions: c.Partitions, ReplicationFactor: c.ReplicationFactor, OmitTombstones: !c.Tombstones,
-		BatchBytes: c.MaxMessageBytes})
+		BatchBytes: c.MaxMessageBytes, Format: kafka.Format{TruncateEvents: c.TruncateEvents, Schemas: c.Schemas,
+			DecimalMode: c.DecimalMode, TimeMode: c.TimeMode, Version: "ferry-" + version}})
 	if err != nil {
 		return err
 	}

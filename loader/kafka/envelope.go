@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -111,6 +112,9 @@ type table struct {
 	schemaID string
 	tm       *schema.TableMap // the destination's mapping (the wire mapping for the publisher)
 	wire     []column
+	// connect and connectK are the Connect schemas of values and keys
+	// (--kafka-schemas), made on first use.
+	connect, connectK []byte
 }
 
 func newTable(prefix string, src schema.Table, caps schema.Capabilities) (*table, error) {
@@ -135,19 +139,111 @@ func newTable(prefix string, src schema.Table, caps schema.Capabilities) (*table
 type stamp struct {
 	prefix string // the topic prefix, source.name
 	db     string // the PostgreSQL database, source.db
-	now    int64  // publishing time (ms), the envelope's ts_ms
-	copied int64  // for rows of a copy: the time the copy began (ms)
+	now    int64  // publishing time (µs), the envelope's ts_ms
+	copied int64  // for rows of a copy: the time the copy began (µs)
+	format Format
+	// snapshotLSN is the initial snapshot's LSN, source.lsn of its rows.
+	snapshotLSN uint64
+	// first: the row is the first of a table's copy (source.snapshot
+	// "first").
+	first bool
 }
 
 // message encodes one row. A row without a transaction (TxID 0) comes from
 // a copy: the initial snapshot, a table that joined, or a rebuild; it is a
-// read ('r'), whatever its version.
+// read ('r'), whatever its version. A streamed row is a create ('c') when
+// pgoutput sent an insert, else an update ('u').
 func (t *table) message(st stamp, r loader.Row) (kafkago.Message, error) {
+	if st.format.legacy {
+		return t.legacyMessage(st, r)
+	}
+	cd := st.format.codec()
 	src := t.tm.Source
-	env := envelope{Op: opUpdate, TsMs: st.now, Source: sourceInfo{Connector: "ferry", Name: st.prefix, DB: st.db,
+	ev := event{Op: opUpdate, Transaction: nullJSON, Before: nullJSON, After: nullJSON}
+	ev.TsMs, ev.TsUs, ev.TsNs = timestamps(st.now)
+	so := source{Version: st.format.Version, Connector: "postgresql", Name: st.prefix, DB: st.db,
+		Schema: src.Schema, Table: src.Name, Snapshot: "false"}
+	lsn, commit := int64(r.Version), r.CommitMicros
+	if r.TxID == 0 {
+		ev.Op, so.Snapshot, commit = opRead, "true", st.copied
+		if st.first {
+			so.Snapshot = "first"
+		}
+		if lsn == 0 {
+			lsn = int64(st.snapshotLSN)
+		}
+	} else {
+		xid := int64(r.TxID)
+		so.TxID = &xid
+		seq := fmt.Sprintf(`[null,"%d"]`, lsn)
+		so.Sequence = &seq
+		if r.Inserted {
+			ev.Op = opCreate
+		}
+	}
+	so.LSN = &lsn
+	so.TsMs, so.TsUs, so.TsNs = timestamps(commit)
+	ev.Source = so
+	headers := []kafkago.Header{{Key: HeaderSchema, Value: []byte(t.schemaID)}, {Key: HeaderFormat, Value: cd.header()},
+		{Key: HeaderVersion, Value: strconv.AppendUint(nil, r.Version, 10)}}
+	if src.AppendOnly {
+		headers = append(headers, kafkago.Header{Key: HeaderSeq, Value: strconv.AppendUint(nil, r.Seq, 10)})
+	}
+	if src.FullRow {
+		headers = append(headers, kafkago.Header{Key: HeaderRowKey, Value: []byte(r.RowKey)})
+	}
+	all := allColumns(len(t.wire))
+	var err error
+	if r.Old != nil && len(r.Old) == len(t.wire) { // REPLICA IDENTITY FULL: the whole old row
+		if ev.Before, _, err = t.objectAs(cd, r.Old, all); err != nil {
+			return kafkago.Message{}, err
+		}
+	}
+	if r.Deleted {
+		ev.Op = opDelete
+		if r.Old == nil {
+			cols := t.tm.Key
+			if src.FullRow {
+				cols = all
+			}
+			if ev.Before, _, err = t.objectAs(cd, r.Values, cols); err != nil {
+				return kafkago.Message{}, err
+			}
+		}
+	} else {
+		var unchanged []string
+		if ev.After, unchanged, err = t.objectAs(cd, r.Values, all); err != nil {
+			return kafkago.Message{}, err
+		}
+		if len(unchanged) > 0 {
+			names, _ := json.Marshal(unchanged)
+			headers = append(headers, kafkago.Header{Key: HeaderUnchanged, Value: names})
+		}
+	}
+	if ev.Op == opRead {
+		ev.Before = nullJSON
+	}
+	value, err := json.Marshal(ev)
+	if err != nil {
+		return kafkago.Message{}, fmt.Errorf("%w: %v", errEncoding, err)
+	}
+	key, err := t.key(r, cd)
+	if err != nil {
+		return kafkago.Message{}, err
+	}
+	if cd.schemas {
+		value = t.connectValue(st, value)
+	}
+	return kafkago.Message{Topic: t.topic, Key: key, Value: value, Headers: headers}, nil
+}
+
+// legacyMessage is message in ferry's form before Debezium compatibility.
+func (t *table) legacyMessage(st stamp, r loader.Row) (kafkago.Message, error) {
+	src := t.tm.Source
+	env := envelope{Op: opUpdate, TsMs: st.now / 1000, Source: sourceInfo{Connector: "ferry", Name: st.prefix, DB: st.db,
 		Schema: src.Schema, Table: src.Name, LSN: versionNumber(r.Version), TsMs: r.CommitMicros / 1000, Snapshot: "false"}}
 	if r.TxID == 0 {
-		env.Op, env.Source.Snapshot, env.Source.TsMs = opRead, "true", st.copied
+		env.Op, env.Source.Snapshot, env.Source.TsMs = opRead, "true", st.copied/1000
 	} else {
 		xid := r.TxID
 		env.Source.TxID = &xid
@@ -181,7 +277,7 @@ func (t *table) message(st stamp, r loader.Row) (kafkago.Message, error) {
 	if err != nil {
 		return kafkago.Message{}, fmt.Errorf("%w: %v", errEncoding, err)
 	}
-	key, err := t.key(r)
+	key, err := t.key(r, codec{legacy: true})
 	if err != nil {
 		return kafkago.Message{}, err
 	}
@@ -190,20 +286,31 @@ func (t *table) message(st stamp, r loader.Row) (kafkago.Message, error) {
 
 // key is the message key: the key columns as a JSON object, the row key of
 // a FullRow table, none for an append-only table (spread over partitions).
-func (t *table) key(r loader.Row) ([]byte, error) {
+//
+// In the Debezium-compatible form a FullRow table's key is null, as
+// Debezium's for a table without a key (HeaderRowKey has ferry's).
+func (t *table) key(r loader.Row, cd codec) ([]byte, error) {
 	switch {
-	case t.tm.Source.FullRow:
+	case t.tm.Source.FullRow && cd.legacy:
 		return json.Marshal(map[string]string{schema.RowKeyColumn: r.RowKey})
-	case len(t.tm.Key) == 0:
+	case t.tm.Source.FullRow, len(t.tm.Key) == 0:
 		return nil, nil
 	}
-	k, _, err := t.object(r.Values, t.tm.Key)
+	k, _, err := t.objectAs(cd, r.Values, t.tm.Key)
+	if err == nil && cd.schemas {
+		k = t.connectKey(cd, k)
+	}
 	return k, err
 }
 
 // object writes the columns cols of vals as a JSON object in column order,
 // and names the Unchanged ones.
 func (t *table) object(vals []any, cols []int) (json.RawMessage, []string, error) {
+	return t.objectAs(codec{legacy: true}, vals, cols)
+}
+
+// objectAs is object in the encoding of cd.
+func (t *table) objectAs(cd codec, vals []any, cols []int) (json.RawMessage, []string, error) {
 	var unchanged []string
 	b := []byte{'{'}
 	for n, i := range cols {
@@ -219,7 +326,7 @@ func (t *table) object(vals []any, cols []int) (json.RawMessage, []string, error
 			continue
 		}
 		var err error
-		if b, err = appendValue(b, c.kind, c.array, vals[i]); err != nil {
+		if b, err = appendEvent(b, c, cd, vals[i]); err != nil {
 			return nil, nil, fmt.Errorf("%w: %s column %q: %v", errEncoding, t.tm.Source.QualifiedName(), c.name, err)
 		}
 	}
@@ -245,18 +352,38 @@ type decoded struct {
 	// moved is set on the new row of a key change with unchanged values:
 	// it must not be written before its carrier.
 	moved bool
+	// gone, on an update of a FullRow table that changed the row, is the
+	// old row's delete, queued before row.
+	gone *loader.Row
 }
 
 // decode rebuilds the loader.Row the publisher was handed, its values
-// converted for the loader's mapping t.tm.
+// converted for the loader's mapping t.tm. It reads both ferry's earlier
+// form (no HeaderFormat) and the Debezium-compatible one.
 func (t *table) decode(m kafkago.Message) (decoded, error) {
+	cd, err := parseCodec(header(m, HeaderFormat))
+	if err != nil {
+		return decoded{}, err
+	}
+	if m.Value == nil && header(m, HeaderTruncate) != nil { // a truncation's control record
+		v, err := strconv.ParseUint(string(header(m, HeaderVersion)), 10, 64)
+		if err != nil {
+			return decoded{}, fmt.Errorf("truncation: header %s: %w", HeaderVersion, err)
+		}
+		return decoded{op: opTruncate, row: loader.Row{Version: v}}, nil
+	}
 	var env envelope
-	if err := json.Unmarshal(m.Value, &env); err != nil {
+	if err := json.Unmarshal(unwrap(m.Value), &env); err != nil {
 		return decoded{}, fmt.Errorf("read envelope: %w", err)
 	}
-	version, err := strconv.ParseUint(env.Source.LSN.String(), 10, 64)
+	var version uint64
+	if h := header(m, HeaderVersion); h != nil {
+		version, err = strconv.ParseUint(string(h), 10, 64)
+	} else {
+		version, err = strconv.ParseUint(env.Source.LSN.String(), 10, 64)
+	}
 	if err != nil {
-		return decoded{}, fmt.Errorf("source.lsn %q: %w", env.Source.LSN, err)
+		return decoded{}, fmt.Errorf("version (source.lsn %q): %w", env.Source.LSN, err)
 	}
 	d := decoded{op: env.Op, row: loader.Row{Version: version}}
 	if seq := header(m, HeaderSeq); seq != nil {
@@ -275,12 +402,15 @@ func (t *table) decode(m kafkago.Message) (decoded, error) {
 		return d, nil
 	case opDelete:
 		d.row.Deleted = true
-		if d.row.Values, err = t.values(env.Before, nil, true); err == nil && len(unchanged) > 0 {
-			d.carrier, err = t.carrierRow(m, version, unchanged)
+		if d.row.Values, err = t.values(cd, env.Before, nil, true); err == nil && len(unchanged) > 0 {
+			d.carrier, err = t.carrierRow(m, cd, version, unchanged)
 		}
-	case opRead, "c", opUpdate:
-		d.row.Values, err = t.values(env.After, unchanged, false)
+	case opRead, opCreate, opUpdate:
+		d.row.Values, err = t.values(cd, env.After, unchanged, false)
 		d.moved = len(unchanged) > 0 && header(m, HeaderOldKey) != nil
+		if err == nil && env.Op == opUpdate && !cd.legacy && t.tm.Source.FullRow && !isNull(env.Before) {
+			err = t.fullRowUpdate(cd, &d, env.Before)
+		}
 	default:
 		return decoded{}, fmt.Errorf("unknown op %q", env.Op)
 	}
@@ -293,6 +423,30 @@ func (t *table) decode(m kafkago.Message) (decoded, error) {
 	return d, err
 }
 
+// fullRowUpdate reads the old row of an update of a FullRow table: its
+// delete when the update changed the row (so its row key).
+func (t *table) fullRowUpdate(cd codec, d *decoded, before json.RawMessage) error {
+	old, err := t.values(cd, before, nil, true)
+	if err != nil {
+		return err
+	}
+	oldKey, err := rowKey(t.tm, old)
+	if err != nil {
+		return err
+	}
+	newKey, err := rowKey(t.tm, d.row.Values)
+	if err != nil || oldKey == newKey {
+		return err
+	}
+	d.gone = &loader.Row{Values: old, Version: d.row.Version, Deleted: true, RowKey: oldKey}
+	return nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	s := string(bytes.TrimSpace(raw))
+	return s == "" || s == "null"
+}
+
 // carrierRow is the carrier of a key change, read from the old key's
 // delete: a deleted row of the new key (HeaderNewKey), one version below
 // the change, whose unchanged columns are loader.Unchanged. The loader
@@ -300,12 +454,12 @@ func (t *table) decode(m kafkago.Message) (decoded, error) {
 // old key's row before the delete and stores them with it (see
 // loader/clickhouse's movedFrom). The new row, read from another partition
 // maybe much later, finds them as its key's previous version.
-func (t *table) carrierRow(m kafkago.Message, version uint64, unchanged []string) (*loader.Row, error) {
+func (t *table) carrierRow(m kafkago.Message, cd codec, version uint64, unchanged []string) (*loader.Row, error) {
 	newKey := header(m, HeaderNewKey)
 	if newKey == nil || t.tm.Source.FullRow || len(t.tm.Key) == 0 || version == 0 {
 		return nil, nil
 	}
-	vals, err := t.values(newKey, nil, true)
+	vals, err := t.values(cd, unwrap(newKey), nil, true)
 	if err != nil {
 		return nil, fmt.Errorf("header %s: %w", HeaderNewKey, err)
 	}
@@ -324,7 +478,7 @@ func (t *table) carrierRow(m kafkago.Message, version uint64, unchanged []string
 // values converts an envelope's before or after into values of t.tm. A
 // column missing from the object (a deleted row's non-key columns) gets its
 // zero value.
-func (t *table) values(obj json.RawMessage, unchanged []string, deleted bool) ([]any, error) {
+func (t *table) values(cd codec, obj json.RawMessage, unchanged []string, deleted bool) ([]any, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(obj, &fields); err != nil || fields == nil {
 		return nil, fmt.Errorf("read row: want a JSON object, got %.40s", obj)
@@ -346,7 +500,7 @@ func (t *table) values(obj json.RawMessage, unchanged []string, deleted bool) ([
 		case !ok:
 			return nil, fmt.Errorf("column %q is missing", cm.Name)
 		}
-		text, null, err := pgText(t.wire[i].kind, t.wire[i].array, raw)
+		text, null, err := eventText(t.wire[i], cd, raw)
 		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", cm.Name, err)
 		}

@@ -54,7 +54,7 @@ func (s *Sink) RenameTable(ctx context.Context, from, to *schema.TableMap) error
 		return err
 	}
 	topic := TableTopic(s.cfg.TopicPrefix, to.Source.Schema, to.Source.Name)
-	if err := s.marker(ctx, old, []kafkago.Header{{Key: HeaderDrop, Value: []byte(topic)}}); err != nil {
+	if err := s.marker(ctx, old, false, []kafkago.Header{{Key: HeaderDrop, Value: []byte(topic)}}); err != nil {
 		return fmt.Errorf("kafka: publish the end of %s (renamed to %s): %w", old.topic, topic, err)
 	}
 	s.renamed[to.Name] = true

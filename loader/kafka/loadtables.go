@@ -30,14 +30,16 @@ func (l *Loader) handle(ctx context.Context, r *kafkago.Reader, m kafkago.Messag
 	if l.held(m) {
 		return nil
 	}
+	// A truncation, as an event or (value null) a control record: looked
+	// for before tombstones, which a control record looks like.
+	if header(m, HeaderTruncate) != nil {
+		return l.truncate(ctx, r, m)
+	}
 	if m.Value == nil {
 		// A tombstone (after a delete, for log compaction): the delete
 		// before it did the work.
 		l.pending = append(l.pending, m)
 		return nil
-	}
-	if header(m, HeaderTruncate) != nil {
-		return l.truncate(ctx, r, m)
 	}
 	c, err := l.cutFor(ctx, m.Topic)
 	if err != nil {
@@ -60,6 +62,9 @@ func (l *Loader) handle(ctx context.Context, r *kafkago.Reader, m kafkago.Messag
 	if d.carrier != nil { // just before the delete: see movedFrom in loader/clickhouse
 		l.batch.Add(t.tm, *d.carrier, 0)
 		l.queuedCarrier(m.Topic, header(m, HeaderNewKey), d.row.Version)
+	}
+	if d.gone != nil {
+		l.batch.Add(t.tm, *d.gone, 0)
 	}
 	l.batch.Add(t.tm, d.row, len(m.Value))
 	return nil

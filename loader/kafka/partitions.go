@@ -133,5 +133,10 @@ func (b *balancer) Balance(m kafkago.Message, partitions ...int) int {
 	if n > 0 && n < len(partitions) {
 		partitions = partitions[:n] // kafka-go lists them 0, 1, ...
 	}
+	if m.Key == nil {
+		if rk := header(m, HeaderRowKey); rk != nil { // a FullRow table's event: by its row key
+			m.Key = rk
+		}
+	}
 	return b.Murmur2Balancer.Balance(m, partitions...)
 }

@@ -3,6 +3,7 @@ package kafka
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -53,6 +54,8 @@ type Config struct {
 	OmitTombstones bool
 	// Clock is read for envelope times and truncation ids. Default: time.Now.
 	Clock func() time.Time
+	// Format is how events are written: Debezium's defaults when zero.
+	Format Format
 }
 
 // Sink publishes batches of rows as Debezium envelopes, one topic per
@@ -76,9 +79,14 @@ type Sink struct {
 	// source.lsn (informative: loaders go by HeaderTruncate).
 	maxVersion   uint64
 	lastTruncate int64
-	// copied is, by topic, when the last copy into it began (the
-	// truncation a copy starts with), its rows' source.ts_ms.
+	// copied is, by topic, when the last copy into it began (µs; the
+	// truncation a copy starts with), its rows' source.ts_ms; first, the
+	// topics whose copy has sent no row yet.
 	copied map[string]int64
+	first  map[string]bool
+	// snapshotLSN is the slot's snapshot LSN, once set or read (source.lsn
+	// of the initial copy's rows).
+	snapshotLSN uint64
 	// renamed holds the ClickHouse names of tables renamed since their
 	// last copy: see RenameTable.
 	renamed map[string]bool
@@ -106,6 +114,9 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.Format, err = cfg.Format.withDefaults(); err != nil {
+		return nil, err
+	}
 	// One transport for the admin client and the writer: creating a topic
 	// refreshes the transport's metadata cache, so the writer sees it.
 	tr := cfg.transport()
@@ -124,7 +135,7 @@ func New(cfg Config) (*Sink, error) {
 	admin := &kafkago.Client{Addr: w.Addr, Transport: tr, Timeout: 30 * time.Second}
 	return &Sink{cfg: cfg, log: cfg.Logger, admin: admin, writer: w, bal: bal,
 		tables: map[*schema.TableMap]*table{}, parts: map[string]int{}, topics: map[string]bool{}, shown: map[string]bool{},
-		copied: map[string]int64{}, renamed: map[string]bool{}, created: map[string]int{}}, nil
+		copied: map[string]int64{}, first: map[string]bool{}, renamed: map[string]bool{}, created: map[string]int{}}, nil
 }
 
 // Capabilities are the wire capabilities: the publisher is handed values
@@ -200,24 +211,32 @@ func (s *Sink) Write(ctx context.Context, b *loader.Batch) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now().UnixMilli()
-	st := stamp{prefix: s.cfg.TopicPrefix, db: s.cfg.Database, now: now, copied: now}
+	now := time.Now().UnixMicro()
+	st := stamp{prefix: s.cfg.TopicPrefix, db: s.cfg.Database, now: now, copied: now, format: s.cfg.Format, snapshotLSN: s.snapshotLSN}
 	if c, ok := s.copied[t.topic]; ok {
 		st.copied = c
 	}
-	rowMsgs := make([]kafkago.Message, len(b.Rows))
+	rows := b.Rows
+	if !s.cfg.Format.legacy {
+		rows = foldFullRowUpdates(t, rows)
+	}
+	rowMsgs := make([]kafkago.Message, len(rows))
 	top := s.maxVersion
-	for i, r := range b.Rows {
+	for i, r := range rows {
+		st.first = r.TxID == 0 && s.first[t.topic]
 		if rowMsgs[i], err = t.message(st, r); err != nil {
 			return err
 		}
+		if st.first {
+			delete(s.first, t.topic)
+		}
 		top = max(top, r.Version)
 	}
-	linkKeyChanges(t, b.Rows, rowMsgs)
-	msgs := make([]kafkago.Message, 0, len(b.Rows))
+	linkKeyChanges(t, rows, rowMsgs)
+	msgs := make([]kafkago.Message, 0, len(rows))
 	for i, m := range rowMsgs {
 		msgs = append(msgs, m)
-		if b.Rows[i].Deleted && m.Key != nil && !s.cfg.OmitTombstones {
+		if rows[i].Deleted && m.Key != nil && !s.cfg.OmitTombstones {
 			msgs = append(msgs, kafkago.Message{Topic: t.topic, Key: m.Key})
 		}
 	}
@@ -251,7 +270,39 @@ func linkKeyChanges(t *table, rows []loader.Row, msgs []kafkago.Message) {
 			msgs[i-1].Headers = append(msgs[i-1].Headers, kafkago.Header{Key: HeaderUnchanged, Value: u})
 		}
 		msgs[i].Headers = append(msgs[i].Headers, kafkago.Header{Key: HeaderOldKey, Value: msgs[i-1].Key})
+		if header(msgs[i], HeaderFormat) != nil { // Debezium's form: the new row is a create
+			msgs[i-1].Headers = append(msgs[i-1].Headers, kafkago.Header{Key: DebeziumNewKey, Value: msgs[i].Key})
+			msgs[i].Headers = append(msgs[i].Headers, kafkago.Header{Key: DebeziumOldKey, Value: msgs[i-1].Key})
+			setOp(&msgs[i], opCreate)
+		}
 	}
+}
+
+// foldFullRowUpdates leaves out the old row's delete that the replicator
+// hands over before an update of a FullRow table (see updateFullRow): in
+// Debezium's form the update's event carries the old row in "before", and
+// the loader deletes its row key from there.
+func foldFullRowUpdates(t *table, rows []loader.Row) []loader.Row {
+	if !t.tm.Source.FullRow {
+		return rows
+	}
+	out := rows[:0:0]
+	for i, r := range rows {
+		if r.Deleted && r.Old == nil && i+1 < len(rows) {
+			next := rows[i+1]
+			if !next.Deleted && next.Old != nil && next.Version == r.Version {
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// setOp rewrites the op of an encoded event (its payload, with
+// --kafka-schemas) from "u" to op.
+func setOp(m *kafkago.Message, op string) {
+	m.Value = bytes.Replace(m.Value, []byte(`"op":"u"`), []byte(`"op":"`+op+`"`), 1)
 }
 
 // Truncate publishes a 't' message to every partition of the table's
@@ -266,17 +317,37 @@ func (s *Sink) Truncate(ctx context.Context, tm *schema.TableMap) error {
 	if err != nil {
 		return err
 	}
-	if err := s.marker(ctx, t, nil); err != nil {
+	if err := s.marker(ctx, t, s.cfg.Format.TruncateEvents, nil); err != nil {
 		return fmt.Errorf("kafka: publish the truncation of %s: %w", tm.Source.QualifiedName(), err)
 	}
-	s.copied[t.topic] = time.Now().UnixMilli()
+	s.copied[t.topic] = time.Now().UnixMicro()
+	delete(s.renamed, realName(tm))
+	return nil
+}
+
+// StartCopy is Truncate before a copy of the table: its truncation is
+// always a control record (no 't' event), and the copy's first row says
+// snapshot "first".
+func (s *Sink) StartCopy(ctx context.Context, tm *schema.TableMap) error {
+	t, err := s.table(ctx, tm)
+	if err != nil {
+		return err
+	}
+	if err := s.marker(ctx, t, false, nil); err != nil {
+		return fmt.Errorf("kafka: publish the truncation of %s: %w", tm.Source.QualifiedName(), err)
+	}
+	s.copied[t.topic] = time.Now().UnixMicro()
+	s.first[t.topic] = true
 	delete(s.renamed, realName(tm))
 	return nil
 }
 
 // marker publishes a truncation on every partition of t's topic, with
-// extra headers.
-func (s *Sink) marker(ctx context.Context, t *table, extra []kafkago.Header) error {
+// extra headers: as Debezium's 't' event when asEvent, else (in the
+// Debezium-compatible form) as a control record, a null value with the
+// ferry.truncate header, which Debezium's consumers skip as a tombstone.
+// Both carry HeaderTruncate, by which a loader applies them.
+func (s *Sink) marker(ctx context.Context, t *table, asEvent bool, extra []kafkago.Header) error {
 	n, err := s.partitions(ctx, t.topic)
 	if err != nil {
 		return err
@@ -286,19 +357,50 @@ func (s *Sink) marker(ctx context.Context, t *table, extra []kafkago.Header) err
 	if err != nil {
 		return err
 	}
-	src := t.tm.Source
-	env := envelope{Before: nullJSON, After: nullJSON, Op: opTruncate, TsMs: now.UnixMilli(),
-		Source: sourceInfo{Connector: "ferry", Name: s.cfg.TopicPrefix, DB: s.cfg.Database, Schema: src.Schema,
-			Table: src.Name, LSN: versionNumber(s.maxVersion), TsMs: now.UnixMilli(), Snapshot: "false"}}
+	value, err := s.truncation(t, now, asEvent)
+	if err != nil {
+		return err
+	}
 	msgs := make([]kafkago.Message, n)
 	for i := range msgs {
-		if msgs[i], err = jsonMessage(t.topic, nil, env); err != nil {
-			return err
+		msgs[i] = kafkago.Message{Topic: t.topic, Value: value, Headers: append([]kafkago.Header{
+			{Key: HeaderSchema, Value: []byte(t.schemaID)},
+			{Key: HeaderTruncate, Value: fmt.Appendf(nil, "%d:%d:%d", id, i, n)}}, extra...)}
+		if !s.cfg.Format.legacy {
+			msgs[i].Headers = append(msgs[i].Headers, kafkago.Header{Key: HeaderFormat, Value: s.cfg.Format.codec().header()},
+				kafkago.Header{Key: HeaderVersion, Value: strconv.AppendUint(nil, s.maxVersion, 10)})
 		}
-		msgs[i].Headers = append([]kafkago.Header{{Key: HeaderSchema, Value: []byte(t.schemaID)},
-			{Key: HeaderTruncate, Value: fmt.Appendf(nil, "%d:%d:%d", id, i, n)}}, extra...)
 	}
 	return s.write(ctx, msgs...)
+}
+
+// truncation is a truncation message's value: nil for a control record.
+func (s *Sink) truncation(t *table, now time.Time, asEvent bool) ([]byte, error) {
+	src := t.tm.Source
+	if s.cfg.Format.legacy {
+		env := envelope{Before: nullJSON, After: nullJSON, Op: opTruncate, TsMs: now.UnixMilli(),
+			Source: sourceInfo{Connector: "ferry", Name: s.cfg.TopicPrefix, DB: s.cfg.Database, Schema: src.Schema,
+				Table: src.Name, LSN: versionNumber(s.maxVersion), TsMs: now.UnixMilli(), Snapshot: "false"}}
+		m, err := jsonMessage(t.topic, nil, env)
+		return m.Value, err
+	}
+	if !asEvent {
+		return nil, nil
+	}
+	lsn := int64(s.maxVersion)
+	ev := event{Before: nullJSON, After: nullJSON, Transaction: nullJSON, Op: opTruncate,
+		Source: source{Version: s.cfg.Format.Version, Connector: "postgresql", Name: s.cfg.TopicPrefix, DB: s.cfg.Database,
+			Schema: src.Schema, Table: src.Name, Snapshot: "false", LSN: &lsn}}
+	ev.TsMs, ev.TsUs, ev.TsNs = timestamps(now.UnixMicro())
+	ev.Source.TsMs, ev.Source.TsUs, ev.Source.TsNs = ev.TsMs, ev.TsUs, ev.TsNs
+	value, err := json.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errEncoding, err)
+	}
+	if s.cfg.Format.Schemas {
+		value = t.connectValue(stamp{format: s.cfg.Format}, value)
+	}
+	return value, nil
 }
 
 // write produces messages synchronously: it returns when all are acked.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -85,6 +86,7 @@ func (s *Sink) SnapshotState(ctx context.Context, slot string) (loader.SnapshotS
 			return loader.SnapshotState{}, fmt.Errorf("kafka: read the snapshot state of slot %q: %w", slot, err)
 		}
 	}
+	s.snapshotLSN = parseLSN(state.LSN)
 	return state, nil
 }
 
@@ -94,6 +96,7 @@ func (s *Sink) SetSnapshotState(ctx context.Context, slot string, st loader.Snap
 	if err != nil {
 		return err
 	}
+	s.snapshotLSN = parseLSN(st.LSN)
 	return s.setState(ctx, snapshotKey(slot), raw)
 }
 
@@ -164,4 +167,16 @@ func partitionBounds(ctx context.Context, c Client, topic string, partition int)
 		}
 	}
 	return 0, 0, errors.New("partition not found")
+}
+
+// parseLSN reads PostgreSQL's text of an LSN ("16/B374D848"); 0 when it
+// is not one.
+func parseLSN(s string) uint64 {
+	hi, lo, ok := strings.Cut(s, "/")
+	h, err1 := strconv.ParseUint(hi, 16, 32)
+	l, err2 := strconv.ParseUint(lo, 16, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return 0
+	}
+	return h<<32 | l
 }

@@ -26,6 +26,7 @@ const (
 	kindTimestampTZ                 // timestamptz: "2024-05-01T12:00:00.000000Z" (UTC)
 	kindTime                        // time: "12:00:00.000000"
 	kindLSN                         // pg_lsn: "16/B374D848"
+	kindNumeric                     // numeric without Decimal (unconstrained, or beyond Decimal128): PostgreSQL's text
 )
 
 // PostgreSQL type OIDs whose Go values under the wire capabilities another
@@ -37,13 +38,41 @@ const (
 	oidTimestamp   = 1114
 	oidTimestamptz = 1184
 	oidPgLSN       = 3220
+	oidNumeric     = 1700
+	oidInt2        = 21
+	oidInt4        = 23
+	oidFloat4      = 700
+	oidJSON        = 114
+	oidJSONB       = 3802
 )
+
+// precision is a column's fractional digits (timestamp, time) or scale
+// (numeric(p,s)) from its typmod.
+func precision(k wireKind, typmod int32) int {
+	switch k {
+	case kindTimestamp, kindTimestampTZ, kindTime:
+		if typmod < 0 || typmod > 6 {
+			return 6
+		}
+		return int(typmod)
+	case kindDecimal:
+		return int((typmod - 4) & 0x7ff)
+	}
+	return 0
+}
 
 // column is one column's wire description.
 type column struct {
 	name  string
 	kind  wireKind
 	array bool // Array(Nullable(T)): a JSON array of kind's values, null for NULL elements
+	// oid is the PostgreSQL type (the element's for an array); prec the
+	// fractional digits of a timestamp or time (6 when unsaid) or the
+	// scale of a numeric(p,s); notNull, the column's NOT NULL. Debezium's
+	// encodings and Connect schemas follow them.
+	oid     uint32
+	prec    int
+	notNull bool
 	// missing marks a column the message's description does not have (a
 	// row read late into a newer mapping): it gets its zero value.
 	missing bool
@@ -64,6 +93,11 @@ func wireColumns(wire *schema.TableMap) []column {
 		}
 		cols[i].name = cm.Name
 		cols[i].kind = kindOf(strings.TrimRight(t, ")"), oid, src.Text)
+		if cols[i].kind == kindText && oid == oidNumeric && !src.Text {
+			cols[i].kind = kindNumeric
+		}
+		cols[i].oid, cols[i].notNull = oid, src.NotNull
+		cols[i].prec = precision(cols[i].kind, src.TypeMod)
 	}
 	return cols
 }

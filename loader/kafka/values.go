@@ -291,14 +291,19 @@ func parseISO(s string, withTime bool) (time.Time, error) {
 	}
 	var us int64
 	if withTime {
+		// Six fractional digits as ferry wrote them before, or as few as
+		// Debezium's ZonedTimestamp has (none when zero).
 		c := strings.TrimSuffix(rest[5:], "Z")
-		if len(c) != 16 || c[0] != 'T' {
+		if len(c) < 9 || c[0] != 'T' || (len(c) > 9 && (c[9] != '.' || len(c) > 16)) {
 			return time.Time{}, bad
 		}
 		h, e1 := strconv.Atoi(c[1:3])
 		mi, e2 := strconv.Atoi(c[4:6])
 		se, e3 := strconv.Atoi(c[7:9])
-		f, e4 := strconv.Atoi(c[10:16])
+		f, e4 := 0, error(nil)
+		if len(c) > 10 {
+			f, e4 = strconv.Atoi((c[10:] + "00000")[:6])
+		}
 		if e1 != nil || e2 != nil || e3 != nil || e4 != nil {
 			return time.Time{}, bad
 		}
