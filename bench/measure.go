@@ -14,10 +14,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// walPosition reads the WAL insert position (bytes since 0/0) and the
-// cluster's full-page-image count; fpi is nil before PostgreSQL 14.
+// walPosition reads the WAL insert position (bytes since 0/0: where the
+// next record goes, not pg_current_wal_lsn()'s write position, which
+// trails it by up to the unwritten WAL buffers) and, with hasStatWAL, the
+// cluster's full-page-image count from pg_stat_wal.
 func walPosition(ctx context.Context, db *pgxpool.Pool, hasStatWAL bool) (lsn int64, fpi *int64, err error) {
-	if err := db.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`).Scan(&lsn); err != nil {
+	if err := db.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint`).Scan(&lsn); err != nil {
 		return 0, nil, fmt.Errorf("read WAL position: %w", err)
 	}
 	if !hasStatWAL {
@@ -247,8 +249,12 @@ func readSettings(ctx context.Context, db *pgxpool.Pool) (Settings, error) {
 	err := db.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('server_version_num')::int,
 		current_setting('synchronous_commit'), current_setting('shared_buffers'), current_setting('wal_level'),
 		current_setting('full_page_writes'), current_setting('checkpoint_timeout'), current_setting('max_wal_size'),
-		current_setting('max_connections')`).Scan(&s.ServerVersion, &s.ServerVersionNum, &s.SynchronousCommit,
-		&s.SharedBuffers, &s.WALLevel, &s.FullPageWrites, &s.CheckpointTimeout, &s.MaxWALSize, &s.MaxConnections)
+		current_setting('max_connections'), current_setting('wal_compression'), current_setting('data_checksums'),
+		current_setting('wal_log_hints'), current_setting('checkpoint_completion_target'),
+		(SELECT setting::bigint * current_setting('block_size')::bigint FROM pg_settings WHERE name = 'shared_buffers')`).Scan(
+		&s.ServerVersion, &s.ServerVersionNum, &s.SynchronousCommit,
+		&s.SharedBuffers, &s.WALLevel, &s.FullPageWrites, &s.CheckpointTimeout, &s.MaxWALSize, &s.MaxConnections,
+		&s.WALCompression, &s.DataChecksums, &s.WALLogHints, &s.CheckpointCompletion, &s.SharedBuffersBytes)
 	if err != nil {
 		return s, fmt.Errorf("read settings: %w", err)
 	}

@@ -60,7 +60,7 @@ func TestQuickRun(t *testing.T) {
 	defer cancel()
 	db, name := privateDatabase(t, url)
 	start := time.Now()
-	res, err := Run(ctx, Config{ConnString: db, Slot: name, WithCDC: true}.Quick())
+	res, err := Run(ctx, Config{ConnString: db, Slot: name, WithCDC: true, KeepDisturbed: true}.Quick())
 	if errors.Is(err, ErrBusy) {
 		t.Skipf("skipped: %v", err)
 	}
