@@ -276,6 +276,7 @@ func (b *bencher) prepare(ctx context.Context) ([]Strategy, error) {
 	for _, q := range []string{
 		"CREATE EXTENSION IF NOT EXISTS pgstattuple",
 		"CREATE EXTENSION IF NOT EXISTS pg_buffercache",
+		"CREATE EXTENSION IF NOT EXISTS pageinspect",
 		"DROP SCHEMA IF EXISTS " + Schema + " CASCADE",
 		"CREATE SCHEMA " + Schema,
 	} {
@@ -380,7 +381,7 @@ func (b *bencher) params(strategies []Strategy) Params {
 		DurationSeconds: b.cfg.Duration.Seconds(), SeedRows: b.cfg.SeedRows, Runs: b.cfg.Runs,
 		BatchRows: b.cfg.BatchRows, Partitions: b.cfg.Partitions, PayloadBytes: b.cfg.PayloadBytes,
 		KeySeed: b.cfg.KeySeed, SynchronousCommit: b.cfg.SynchronousCommit, WithCDC: b.cfg.WithCDC,
-		CheckpointBefore: !b.cfg.NoCheckpoint, RightEdgeBlocks: rightEdgeBlocks, KeysPerMillisecond: b.cfg.KeysPerMillisecond,
+		CheckpointBefore: !b.cfg.NoCheckpoint, RightEdgeFraction: rightEdgeFraction, RightEdgeMinBlocks: rightEdgeMinBlocks, KeysPerMillisecond: b.cfg.KeysPerMillisecond,
 		SyntheticClock: b.cfg.Clock == nil, TablePerRun: true, KeepDisturbed: b.cfg.KeepDisturbed, SelfCheck: b.cfg.SelfCheck}
 	if b.cfg.WithCDC {
 		p.CDCSink = "null"

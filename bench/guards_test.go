@@ -90,3 +90,23 @@ rmgr: XLOG        len (rec/tot):    114/   114, tx:          0, lsn: 0/0200D728,
 		t.Errorf("checkpoint redo %v", st.CheckpointRedo)
 	}
 }
+
+func TestHottestCountsLeavesAndScalesTheEdge(t *testing.T) {
+	s := &sampler{blocks: map[blockKey]*HotBlock{
+		{1, 3}:    {Block: 3, Pins: 100, MaxBlock: 5000}, // the root
+		{1, 4990}: {Block: 4990, Pins: 30, MaxBlock: 5000},
+		{1, 4960}: {Block: 4960, Pins: 30, MaxBlock: 5000}, // 40 from the end: within 1% of 5001 blocks
+		{1, 2000}: {Block: 2000, Pins: 40, MaxBlock: 5000},
+		{2, 40}:   {Block: 40, Pins: 5, MaxBlock: 60}, // 20 from the end of a 61-block index: outside its edge of 4
+	}}
+	hot, share := s.hottest(2, func(i uint32, b int64) bool { return !(i == 1 && b == 3) })
+	if len(hot) != 2 || hot[0].Block != 2000 || hot[1].Block != 4990 {
+		t.Errorf("hottest %+v: want leaves 2000 and 4990, not the root", hot)
+	}
+	if want := 60.0 / 105; share < want-1e-9 || share > want+1e-9 {
+		t.Errorf("right-edge share %v, want %v", share, want)
+	}
+	if rightEdge(60) != rightEdgeMinBlocks || rightEdge(9999) != 100 {
+		t.Errorf("right edge of 61 blocks %d, of 10000 blocks %d", rightEdge(60), rightEdge(9999))
+	}
+}

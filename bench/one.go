@@ -172,7 +172,11 @@ func (b *bencher) runOne(ctx context.Context, s Strategy, l loadSpec, run int) (
 		return r, err
 	}
 	r.WaitEvents, r.WaitSamples, r.ForeignActive = smp.waits, smp.samples, smp.foreign
-	r.HotBlocks, r.RightEdgeShare = smp.hottest(5)
+	inner, err := smp.nonLeaves(ctx, b.db, 100)
+	if err != nil {
+		b.log.Warn("hot blocks may include inner pages", zap.Error(err))
+	}
+	r.HotBlocks, r.RightEdgeShare = smp.hottest(5, func(i uint32, blk int64) bool { return !inner[blockKey{i, blk}] })
 	r.judge(b.cfg.KeepDisturbed)
 	return r, nil
 }

@@ -75,9 +75,11 @@ type Params struct {
 	WithCDC           bool     `json:"with_cdc"`
 	CDCSink           string   `json:"cdc_sink,omitempty"`
 	CheckpointBefore  bool     `json:"checkpoint_before_each_run"`
-	// RightEdgeBlocks is the distance from an index's last block within
-	// which right_edge_pin_share counts a pin.
-	RightEdgeBlocks int `json:"right_edge_blocks"`
+	// A pin counts toward right_edge_pin_share within RightEdgeFraction of
+	// the index's blocks from its last block, and at least
+	// RightEdgeMinBlocks; only leaf pages count.
+	RightEdgeFraction  float64 `json:"right_edge_fraction"`
+	RightEdgeMinBlocks int     `json:"right_edge_min_blocks"`
 	// SyntheticClock: time-ordered keys took their milliseconds from a
 	// clock stepping 1 ms every KeysPerMillisecond keys of a run.
 	SyntheticClock     bool `json:"synthetic_clock"`
@@ -101,7 +103,7 @@ type Latency struct {
 	P99 float64 `json:"p99"`
 }
 
-// HotBlock is a PK-index block that load backends pinned. Pins adds up the
+// HotBlock is a PK-index leaf block that load backends pinned. Pins adds up the
 // pinning_backends the samples saw (pins, not lock waits).
 type HotBlock struct {
 	Index    string `json:"index"`
