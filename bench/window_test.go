@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -101,7 +102,7 @@ func TestWindowWALMatchesWALDump(t *testing.T) {
 		Clients: []int{2}, Duration: time.Second, SeedRows: seedRows, Runs: 2, WALDump: bin, SelfCheck: true,
 		// The shared stack's other sessions write into the windows too; the
 		// figures are compared all the same.
-		KeepDisturbed: true}
+		KeepDisturbed: true, Keep: true}
 	if src := os.Getenv("FERRY_BENCH_WAL_SOURCE"); src != "" {
 		cfg.WALSource, cfg.SelfCheck = src, false
 	}
@@ -111,6 +112,16 @@ func TestWindowWALMatchesWALDump(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, s := range cfg.Strategies {
+		st, _ := strategyByName(s)
+		var opts []string
+		if err := conn.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = $1::regclass`, st.Qualified()).Scan(&opts); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(opts, "autovacuum_enabled=off") {
+			t.Errorf("%s: reloptions %v, want autovacuum_enabled=off", st.Qualified(), opts)
+		}
 	}
 	for _, e := range res.Runs {
 		for _, r := range e.PerRun {

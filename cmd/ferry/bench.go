@@ -33,7 +33,7 @@ type benchCmd struct {
 	KeySeed       uint64        `name:"key-seed" help:"Seed of the client-side key generators (recorded in the results)." default:"20261201"`
 	SyncCommit    string        `name:"synchronous-commit" help:"synchronous_commit of the load connections." default:"off"`
 	WithCDC       bool          `name:"with-cdc" help:"Run ferry's replicator on the same WAL and measure its lag."`
-	Quick         bool          `help:"Every strategy and workload at small sizes (about a minute), for tests and a first look."`
+	Quick         bool          `help:"Every strategy and workload at small sizes (a minute or two), for tests and a first look."`
 	Keep          bool          `help:"Keep the ferry_bench schema and its tables."`
 	Out           string        `help:"Output directory. Default bench/results/<timestamp>."`
 	WALDump       string        `name:"pg-waldump" help:"pg_waldump of the server's major version, to count each run's WAL (default: pg_config --bindir, then PATH)." env:"FERRY_PG_WALDUMP"`
