@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -108,5 +111,25 @@ func TestHottestCountsLeavesAndScalesTheEdge(t *testing.T) {
 	}
 	if rightEdge(60) != rightEdgeMinBlocks || rightEdge(9999) != 100 {
 		t.Errorf("right edge of 61 blocks %d, of 10000 blocks %d", rightEdge(60), rightEdge(9999))
+	}
+}
+
+// TestWALReaderSaysWhyNot: without a usable pg_waldump the benchmark
+// falls back to pg_stat_wal, and the reason names what is missing.
+func TestWALReaderSaysWhyNot(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "pg_waldump")
+	if err := os.WriteFile(old, []byte("#!/bin/sh\necho 'pg_waldump (PostgreSQL) 9.6.24'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ bin, want string }{
+		{"", "no pg_waldump"},
+		{filepath.Join(dir, "missing"), "--version"},
+		{old, "is from PostgreSQL 9, the server is 15"},
+	} {
+		w, why := openWALReader(context.Background(), nil, c.bin, 150018)
+		if w != nil || !strings.Contains(why, c.want) {
+			t.Errorf("%q: reader %v, reason %q, want it to say %q", c.bin, w, why, c.want)
+		}
 	}
 }
