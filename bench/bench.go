@@ -63,8 +63,29 @@ type Config struct {
 	Slot string
 	// Keep leaves the schema and its tables in place. Default false.
 	Keep bool
-	// Clock is the key generators' clock. Default time.Now.
+	// Clock is the key generators' clock. Default: a synthetic clock per
+	// run, shared by its clients, that starts at ClockStart and steps 1 ms
+	// every KeysPerMillisecond keys, so time-ordered keys do not depend on
+	// the machine's speed.
 	Clock Clock
+	// KeysPerMillisecond is the synthetic clock's rate. Default 20.
+	KeysPerMillisecond int
+	// WALDump is the pg_waldump binary of the server's major version, used
+	// to count each window's WAL. Default "": none, and WAL figures come
+	// from pg_stat_wal, marked approximate.
+	WALDump string
+	// WALSource forces where WAL figures come from: "" (pg_waldump when it
+	// can read the server's WAL, else pg_stat_wal), WALSourceWALDump (fail
+	// when it cannot) or "pg_stat_wal". Default "".
+	WALSource string
+	// SelfCheck reads every window's WAL a second time through pg_waldump
+	// --stats and --fullpage and fails the run on a difference above 1%.
+	// Default false.
+	SelfCheck bool
+	// KeepDisturbed keeps, marked, a run that had a checkpoint, an
+	// autovacuum or other databases' WAL in its window. Default false:
+	// such a run is discarded with the reason.
+	KeepDisturbed bool
 	// Progress is told before each timed run. Default: nothing.
 	Progress func(done, total int, what string)
 	// Logger. Default zap.NewNop().
@@ -112,8 +133,8 @@ func (c Config) withDefaults() Config {
 	if c.SynchronousCommit == "" {
 		c.SynchronousCommit = "off"
 	}
-	if c.Clock == nil {
-		c.Clock = time.Now
+	if c.KeysPerMillisecond <= 0 {
+		c.KeysPerMillisecond = 20
 	}
 	if c.Progress == nil {
 		c.Progress = func(int, int, string) {}
@@ -141,6 +162,14 @@ func (c Config) validate() error {
 	if c.Runs > maxRuns {
 		return fmt.Errorf("runs %d: at most %d", c.Runs, maxRuns)
 	}
+	switch c.WALSource {
+	case "", WALSourceWALDump, "pg_stat_wal":
+	default:
+		return fmt.Errorf("WAL source %q: use pg_waldump or pg_stat_wal", c.WALSource)
+	}
+	if c.SelfCheck && c.WALSource == "pg_stat_wal" {
+		return errors.New("the self-check compares with pg_waldump: it cannot run with pg_stat_wal as the source")
+	}
 	switch c.SynchronousCommit {
 	case "on", "off", "local", "remote_write", "remote_apply":
 	default:
@@ -162,6 +191,7 @@ type bencher struct {
 	db         *pgxpool.Pool // admin and sampling connections
 	res        *Results
 	hasStatWAL bool
+	wal        *walReader // nil: WAL figures from pg_stat_wal
 	done       int
 	total      int
 	app        string // application_name of the admin connections
@@ -237,9 +267,16 @@ func (b *bencher) prepare(ctx context.Context) ([]Strategy, error) {
 	if err := b.checkAlone(ctx); err != nil {
 		return nil, err
 	}
+	if err := b.openWAL(ctx); err != nil {
+		return nil, err
+	}
+	if settings.FullPageWrites != "on" {
+		b.res.Warnings = append(b.res.Warnings, "full_page_writes is "+settings.FullPageWrites+": the WAL holds no full-page images, FPI figures are 0")
+	}
 	for _, q := range []string{
 		"CREATE EXTENSION IF NOT EXISTS pgstattuple",
 		"CREATE EXTENSION IF NOT EXISTS pg_buffercache",
+		"CREATE EXTENSION IF NOT EXISTS pageinspect",
 		"DROP SCHEMA IF EXISTS " + Schema + " CASCADE",
 		"CREATE SCHEMA " + Schema,
 	} {
@@ -261,6 +298,26 @@ func (b *bencher) prepare(ctx context.Context) ([]Strategy, error) {
 	}
 	b.res.Params = b.params(strategies)
 	return strategies, nil
+}
+
+// openWAL decides where the WAL figures come from and records why.
+func (b *bencher) openWAL(ctx context.Context) error {
+	if b.cfg.WALSource == "pg_stat_wal" {
+		b.res.WALSource, b.res.WALSourceNote = WALSourceStatWAL, "asked for"
+		return nil
+	}
+	w, why := openWALReader(ctx, b.db, b.cfg.WALDump, b.res.Settings.ServerVersionNum)
+	if w == nil {
+		if b.cfg.WALSource == WALSourceWALDump || b.cfg.SelfCheck {
+			return fmt.Errorf("pg_waldump cannot read the server's WAL: %s", why)
+		}
+		b.res.WALSource, b.res.WALSourceNote = WALSourceStatWAL, why
+		b.log.Warn("WAL figures from pg_stat_wal, approximate", zap.String("why", why))
+		return nil
+	}
+	b.wal = w
+	b.res.WALSource, b.res.WALSourceNote = WALSourceWALDump, w.bin+" on "+w.dir
+	return nil
 }
 
 // ErrBusy is returned when another benchmark runs against the server.
@@ -324,7 +381,8 @@ func (b *bencher) params(strategies []Strategy) Params {
 		DurationSeconds: b.cfg.Duration.Seconds(), SeedRows: b.cfg.SeedRows, Runs: b.cfg.Runs,
 		BatchRows: b.cfg.BatchRows, Partitions: b.cfg.Partitions, PayloadBytes: b.cfg.PayloadBytes,
 		KeySeed: b.cfg.KeySeed, SynchronousCommit: b.cfg.SynchronousCommit, WithCDC: b.cfg.WithCDC,
-		CheckpointBefore: !b.cfg.NoCheckpoint, RightEdgeBlocks: rightEdgeBlocks}
+		CheckpointBefore: !b.cfg.NoCheckpoint, RightEdgeFraction: rightEdgeFraction, RightEdgeMinBlocks: rightEdgeMinBlocks, KeysPerMillisecond: b.cfg.KeysPerMillisecond,
+		SyntheticClock: b.cfg.Clock == nil, TablePerRun: true, KeepDisturbed: b.cfg.KeepDisturbed, SelfCheck: b.cfg.SelfCheck}
 	if b.cfg.WithCDC {
 		p.CDCSink = "null"
 		if b.cfg.ClickHouseURL != "" {

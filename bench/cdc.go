@@ -140,24 +140,24 @@ func (b *bencher) openCDCSink(ctx context.Context, consistent string) (loader.Si
 	return ch, ch, ch.Capabilities(), clickhouse.IsRetryable, ch.Close, nil
 }
 
-// mark writes a change into the stream and returns a position it is
-// behind of; once the slot confirms that position, everything committed
-// before the mark is stored.
-func (c *cdc) mark(ctx context.Context) (int64, error) {
-	var lsn int64
-	err := c.db.QueryRow(ctx, `UPDATE `+markerTable+` SET n = n + 1 WHERE id = 1
-		RETURNING pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`).Scan(&lsn)
-	if err != nil {
-		return 0, fmt.Errorf("write the catch-up mark: %w", err)
+// mark commits a change into the stream: once the slot confirms it,
+// everything committed before it is stored. A target read with
+// pg_current_wal_insert_lsn() before the mark is behind the mark's commit.
+func (c *cdc) mark(ctx context.Context) error {
+	if _, err := c.db.Exec(ctx, `UPDATE `+markerTable+` SET n = n + 1 WHERE id = 1`); err != nil {
+		return fmt.Errorf("write the catch-up mark: %w", err)
 	}
-	return lsn, nil
+	return nil
 }
 
 // waitCaughtUp marks the stream and waits until the slot confirms the mark,
 // returning when that happened.
 func (c *cdc) waitCaughtUp(ctx context.Context, timeout time.Duration) (time.Time, error) {
-	target, err := c.mark(ctx)
+	target, _, err := walPosition(ctx, c.db, false)
 	if err != nil {
+		return time.Time{}, err
+	}
+	if err := c.mark(ctx); err != nil {
 		return time.Time{}, err
 	}
 	return c.waitConfirmed(ctx, target, timeout)
@@ -269,7 +269,7 @@ func startLagSampler(ctx context.Context, db *pgxpool.Pool, slot string, start t
 		defer t.Stop()
 		for {
 			var p lagPoint
-			err := db.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint,
+			err := db.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint,
 				coalesce(pg_wal_lsn_diff(confirmed_flush_lsn, '0/0'), 0)::bigint FROM pg_replication_slots WHERE slot_name = $1`,
 				slot).Scan(&p.current, &p.confirmed)
 			p.at = time.Now()

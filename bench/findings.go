@@ -83,7 +83,8 @@ func insertFindings(pre string, es []Entry) []string {
 	}
 	var out []string
 	if len(edge)+len(spread) > 0 {
-		out = append(out, fmt.Sprintf("%sshare of sampled PK-index pins within %d blocks of the index's last block: %s.", pre, rightEdgeBlocks,
+		out = append(out, fmt.Sprintf("%sshare of sampled PK-index leaf pins within %.0f%% of the index's blocks (at least %d) of its last block: %s.", pre,
+			100*rightEdgeFraction, rightEdgeMinBlocks,
 			strings.Join(append(edge, spread...), ", ")))
 	}
 	var dens []string

@@ -3,11 +3,27 @@ package bench
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 )
 
 // Clock tells the time; generators take one so that tests can step it.
 type Clock func() time.Time
+
+// ClockStart is where the synthetic clock starts: the seed's keys lie in
+// the minutes before it, every run's load keys after it.
+var ClockStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// newTickClock returns a clock that steps 1 ms every perMs calls, counted
+// across every caller: the keys of all clients of a run share its
+// milliseconds as they share the wall clock's, at a rate that is the same
+// on every machine.
+func newTickClock(start time.Time, perMs int) Clock {
+	var n atomic.Int64
+	return func() time.Time {
+		return start.Add(time.Duration((n.Add(1)-1)/int64(perMs)) * time.Millisecond)
+	}
+}
 
 // streamSeed derives the ChaCha8 seed of one key stream (one client, or the
 // seeding pass) from the run's recorded seed, so every stream is fixed by

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // stepClock returns the same instant until advanced.
@@ -174,5 +176,36 @@ func TestDeterministicFromSeed(t *testing.T) {
 				t.Fatalf("same seed equal %v, other seed differs %v, other stream differs %v", same, diffSeed, diffStream)
 			}
 		})
+	}
+}
+
+// TestRunsShareKeyStreams builds two runs' loads as entry does and
+// requires the same keys, with milliseconds from the synthetic clock
+// rather than the wall clock.
+func TestRunsShareKeyStreams(t *testing.T) {
+	b := &bencher{cfg: Config{ConnString: "x"}.withDefaults()}
+	for _, name := range []string{"uuidv4", "uuidv7", "uuidv7-mono", "snowflake"} {
+		s, _ := strategyByName(name)
+		keys := func() []any {
+			l := b.spec(s, "insert", 2, 0)
+			gen := s.generator(l.seed, l.stream0+1, l.clock)
+			out := make([]any, 100)
+			for i := range out {
+				out[i] = gen.next()
+			}
+			return out
+		}
+		a, c := keys(), keys()
+		for i := range a {
+			if a[i] != c[i] {
+				t.Fatalf("%s: key %d differs between two runs: %v vs %v", name, i, a[i], c[i])
+			}
+		}
+		if name == "uuidv7" {
+			u := UUID(a[99].(pgtype.UUID).Bytes)
+			if want := ClockStart.UnixMilli() + 99/int64(b.cfg.KeysPerMillisecond); u.Millis() != want {
+				t.Errorf("uuidv7 key 99 at %d ms, want %d (the synthetic clock)", u.Millis(), want)
+			}
+		}
 	}
 }

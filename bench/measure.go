@@ -14,10 +14,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// walPosition reads the WAL insert position (bytes since 0/0) and the
-// cluster's full-page-image count; fpi is nil before PostgreSQL 14.
+// walPosition reads the WAL insert position (bytes since 0/0: where the
+// next record goes, not pg_current_wal_lsn()'s write position, which
+// trails it by up to the unwritten WAL buffers) and, with hasStatWAL, the
+// cluster's full-page-image count from pg_stat_wal.
 func walPosition(ctx context.Context, db *pgxpool.Pool, hasStatWAL bool) (lsn int64, fpi *int64, err error) {
-	if err := db.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`).Scan(&lsn); err != nil {
+	if err := db.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint`).Scan(&lsn); err != nil {
 		return 0, nil, fmt.Errorf("read WAL position: %w", err)
 	}
 	if !hasStatWAL {
@@ -113,9 +115,20 @@ type sampler struct {
 	loadApp string
 }
 
-// rightEdgeBlocks is how close to an index's last block a pinned block
-// counts as the right edge.
-const rightEdgeBlocks = 32
+// A pinned block counts as the right edge when it lies within
+// rightEdgeFraction of its index's blocks from the last one, and at least
+// rightEdgeMinBlocks: the edge moves while a sample is taken (tens of
+// blocks a second under a fast insert load), so an exact match with the
+// last block would miss it, and a fixed count would cover a small index
+// whole.
+const (
+	rightEdgeFraction  = 0.01
+	rightEdgeMinBlocks = 4
+)
+
+func rightEdge(maxBlock int64) int64 {
+	return max(rightEdgeMinBlocks, int64(float64(maxBlock+1)*rightEdgeFraction))
+}
 
 type blockKey struct {
 	index uint32
@@ -153,9 +166,13 @@ func (s *sampler) finish() error {
 }
 
 func (s *sampler) sample(ctx context.Context, db *pgxpool.Pool) error {
-	rows, err := db.Query(ctx, `SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'), application_name = $1, count(*)
+	// A load backend that is not active waits for its client: counted as
+	// Idle, so that a client-bound run does not look server-bound.
+	rows, err := db.Query(ctx, `SELECT CASE WHEN state = 'active' THEN coalesce(wait_event_type || ':' || wait_event, 'CPU') ELSE 'Idle' END,
+			application_name = $1, count(*)
 		FROM pg_stat_activity
-		WHERE state = 'active' AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+		WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'
+		  AND (state = 'active' OR application_name = $1)
 		GROUP BY 1, 2`, s.loadApp)
 	if err != nil {
 		return fmt.Errorf("sample pg_stat_activity: %w", err)
@@ -212,17 +229,20 @@ func (s *sampler) sampleBlocks(ctx context.Context, db *pgxpool.Pool) error {
 	return rows.Err()
 }
 
-// hottest returns the n most-pinned blocks, and the share of all pins that
-// fell within rightEdgeBlocks of their index's last block. The edge moves
-// while a sample is taken (tens of blocks a second under a fast insert
-// load), so an exact match with the last block would miss it.
-func (s *sampler) hottest(n int) ([]HotBlock, float64) {
+// hottest returns the n most-pinned leaf blocks, and the share of leaf
+// pins that fell within rightEdge of their index's last block. isLeaf
+// tells leaves from the metapage, the root and inner pages, which every
+// descent pins.
+func (s *sampler) hottest(n int, isLeaf func(index uint32, block int64) bool) ([]HotBlock, float64) {
 	all := make([]HotBlock, 0, len(s.blocks))
 	var total, edge int64
-	for _, b := range s.blocks {
+	for k, b := range s.blocks {
+		if !isLeaf(k.index, k.block) {
+			continue
+		}
 		all = append(all, *b)
 		total += b.Pins
-		if b.MaxBlock-b.Block < rightEdgeBlocks {
+		if b.MaxBlock-b.Block < rightEdge(b.MaxBlock) {
 			edge += b.Pins
 		}
 	}
@@ -241,14 +261,49 @@ func (s *sampler) hottest(n int) ([]HotBlock, float64) {
 	return all, float64(edge) / float64(total)
 }
 
+// nonLeaves reads the page type of the most-pinned sampled blocks
+// (pageinspect) and returns those that are not leaves. Inner pages are
+// few and pinned by every descent, so they are among the most pinned;
+// blocks past the ones read count as leaves.
+func (s *sampler) nonLeaves(ctx context.Context, db *pgxpool.Pool, limit int) (map[blockKey]bool, error) {
+	keys := make([]blockKey, 0, len(s.blocks))
+	for k := range s.blocks {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return s.blocks[keys[i]].Pins > s.blocks[keys[j]].Pins })
+	if len(keys) > limit {
+		keys = keys[:limit]
+	}
+	out := map[blockKey]bool{}
+	for _, k := range keys {
+		if k.block == 0 { // the metapage
+			out[k] = true
+			continue
+		}
+		var typ string
+		err := db.QueryRow(ctx, `SELECT type FROM bt_page_stats($1::regclass::text, $2)`, k.index, k.block).Scan(&typ)
+		if err != nil {
+			return out, fmt.Errorf("bt_page_stats (pageinspect, superuser): %w", err)
+		}
+		if typ != "l" {
+			out[k] = true
+		}
+	}
+	return out, nil
+}
+
 // readSettings reads back what the numbers depend on.
 func readSettings(ctx context.Context, db *pgxpool.Pool) (Settings, error) {
 	var s Settings
 	err := db.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('server_version_num')::int,
 		current_setting('synchronous_commit'), current_setting('shared_buffers'), current_setting('wal_level'),
 		current_setting('full_page_writes'), current_setting('checkpoint_timeout'), current_setting('max_wal_size'),
-		current_setting('max_connections')`).Scan(&s.ServerVersion, &s.ServerVersionNum, &s.SynchronousCommit,
-		&s.SharedBuffers, &s.WALLevel, &s.FullPageWrites, &s.CheckpointTimeout, &s.MaxWALSize, &s.MaxConnections)
+		current_setting('max_connections'), current_setting('wal_compression'), current_setting('data_checksums'),
+		current_setting('wal_log_hints'), current_setting('checkpoint_completion_target'),
+		(SELECT setting::bigint * current_setting('block_size')::bigint FROM pg_settings WHERE name = 'shared_buffers')`).Scan(
+		&s.ServerVersion, &s.ServerVersionNum, &s.SynchronousCommit,
+		&s.SharedBuffers, &s.WALLevel, &s.FullPageWrites, &s.CheckpointTimeout, &s.MaxWALSize, &s.MaxConnections,
+		&s.WALCompression, &s.DataChecksums, &s.WALLogHints, &s.CheckpointCompletion, &s.SharedBuffersBytes)
 	if err != nil {
 		return s, fmt.Errorf("read settings: %w", err)
 	}

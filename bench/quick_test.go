@@ -60,7 +60,7 @@ func TestQuickRun(t *testing.T) {
 	defer cancel()
 	db, name := privateDatabase(t, url)
 	start := time.Now()
-	res, err := Run(ctx, Config{ConnString: db, Slot: name, WithCDC: true}.Quick())
+	res, err := Run(ctx, Config{ConnString: db, Slot: name, WithCDC: true, KeepDisturbed: true}.Quick())
 	if errors.Is(err, ErrBusy) {
 		t.Skipf("skipped: %v", err)
 	}
@@ -68,6 +68,17 @@ func TestQuickRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("quick run took %s", time.Since(start).Round(time.Millisecond))
+	// No pg_waldump given: the figures are pg_stat_wal's, and say so.
+	if res.WALSource != WALSourceStatWAL || res.WALSourceNote == "" {
+		t.Errorf("WAL source %q (%q), want %q with the reason", res.WALSource, res.WALSourceNote, WALSourceStatWAL)
+	}
+	for _, e := range res.Runs {
+		for _, r := range e.PerRun {
+			if r.WALSource != WALSourceStatWAL {
+				t.Errorf("%s %s run %d: WAL source %q", e.Strategy, e.Workload, r.Run, r.WALSource)
+			}
+		}
+	}
 	dir := t.TempDir()
 	if err := Write(dir, res); err != nil {
 		t.Fatal(err)

@@ -17,7 +17,22 @@ func Report(res *Results) string {
 		float64(res.Machine.MemoryBytes)/(1<<30), res.Machine.GoVersion)
 	fmt.Fprintf(&b, "shared_buffers=%s, synchronous_commit=%s on the load connections (server default %s), wal_level=%s, full_page_writes=%s.\n\n",
 		res.Settings.SharedBuffers, res.Settings.SynchronousCommitLoad, res.Settings.SynchronousCommit, res.Settings.WALLevel, res.Settings.FullPageWrites)
-	fmt.Fprintf(&b, "%d clients, %gs per run, %d seed rows per table, n=%d runs (medians; tps range over the runs), insert-batch %d rows per transaction, key seed %d",
+	fmt.Fprintf(&b, "wal_compression=%s, data_checksums=%s, wal_log_hints=%s, checkpoint_completion_target=%s, max_wal_size=%s, checkpoint_timeout=%s.\n\n",
+		res.Settings.WALCompression, res.Settings.DataChecksums, res.Settings.WALLogHints, res.Settings.CheckpointCompletion,
+		res.Settings.MaxWALSize, res.Settings.CheckpointTimeout)
+	fmt.Fprintf(&b, "WAL figures from %s (%s).", res.WALSource, res.WALSourceNote)
+	if p.TablePerRun {
+		b.WriteString(" Every run on a table created and seeded anew, autovacuum off for it")
+		if p.SyntheticClock {
+			fmt.Fprintf(&b, "; time-ordered keys on a synthetic clock of 1 ms per %d keys", p.KeysPerMillisecond)
+		}
+		b.WriteString(".")
+	}
+	b.WriteString("\n\n")
+	for _, w := range res.Warnings {
+		fmt.Fprintf(&b, "Warning: %s.\n\n", w)
+	}
+	fmt.Fprintf(&b, "%d clients, %gs per run, %d seed rows per table, n=%d runs (medians; ranges over the runs), insert-batch %d rows per transaction, key seed %d",
 		p.Clients[0], p.DurationSeconds, p.SeedRows, p.Runs, p.BatchRows, p.KeySeed)
 	if len(p.Clients) > 1 {
 		fmt.Fprintf(&b, ", client sweep %v", p.Clients)
@@ -60,7 +75,7 @@ func entriesOf(res *Results, workload string) []Entry {
 }
 
 func writeTable(b *strings.Builder, entries []Entry, cdc bool) {
-	b.WriteString("| strategy | clients | tps (min–max) | rows/s | p50 / p95 / p99 ms | WAL B/row | FPI/row | pages written/row | PK index MB | index B/row | avg_leaf_density | BufferContent samples | top wait | hottest PK block / max_block |")
+	b.WriteString("| strategy | clients | tps (min–max) | rows/s | p50 / p95 / p99 ms | WAL B/row (min–max) | FPI/row (min–max) | pages written/row | PK index MB | index B/row | avg_leaf_density | BufferContent samples | top wait | hottest PK block / max_block |")
 	sep := "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
 	if cdc {
 		b.WriteString(" peak lag MB / s | catch-up s |")
@@ -68,9 +83,10 @@ func writeTable(b *strings.Builder, entries []Entry, cdc bool) {
 	}
 	b.WriteString("\n" + sep + "\n")
 	for _, e := range entries {
-		fmt.Fprintf(b, "| %s | %d | %.0f (%.0f–%.0f) | %.0f | %.2f / %.2f / %.2f | %.0f | %s | %.4f | %.1f | %.1f | %.2f | %d | %s | %s |",
+		wr := e.Ranges["wal_bytes_per_row"]
+		fmt.Fprintf(b, "| %s | %d | %.0f (%.0f–%.0f) | %.0f | %.2f / %.2f / %.2f | %.0f (%.0f–%.0f) | %s | %.4f | %.1f | %.1f | %.2f | %d | %s | %s |",
 			e.Strategy, e.Clients, e.TPS, e.Spread.Min, e.Spread.Max, e.RowsPerSecond, e.LatencyMS.P50, e.LatencyMS.P95, e.LatencyMS.P99,
-			e.WALBytesPerRow, fpiText(e.FPIPerRow), e.PagesWrittenPerRow, float64(e.IndexBytes)/(1<<20), e.BytesPerRow, e.AvgLeafDensity,
+			e.WALBytesPerRow, wr.Min, wr.Max, fpiText(e.FPIPerRow, e.Ranges["fpi_per_row"]), e.PagesWrittenPerRow, float64(e.IndexBytes)/(1<<20), e.BytesPerRow, e.AvgLeafDensity,
 			e.WaitEvents["LWLock:BufferContent"], topWait(e), hotText(e))
 		if cdc {
 			if e.Lag != nil {
@@ -84,11 +100,11 @@ func writeTable(b *strings.Builder, entries []Entry, cdc bool) {
 	b.WriteString("\n")
 }
 
-func fpiText(v *float64) string {
+func fpiText(v *float64, r Spread) string {
 	if v == nil {
 		return "–"
 	}
-	return fmt.Sprintf("%.3f", *v)
+	return fmt.Sprintf("%.4f (%.4f–%.4f)", *v, r.Min, r.Max)
 }
 
 func hotText(e Entry) string {
@@ -114,10 +130,12 @@ func sortedWaits(m map[string]int64) []string {
 	return keys
 }
 
-// topWait is the most-sampled wait event other than running on CPU.
+// topWait is the most-sampled wait inside the server: not running on
+// CPU, not idle, not waiting for the client (Client:ClientRead is pgx
+// between the messages of one query).
 func topWait(e Entry) string {
 	for _, k := range sortedWaits(e.WaitEvents) {
-		if k != "CPU" {
+		if k != "CPU" && k != "Idle" && !strings.HasPrefix(k, "Client:") {
 			return fmt.Sprintf("%s (%d)", k, e.WaitEvents[k])
 		}
 	}
@@ -125,7 +143,7 @@ func topWait(e Entry) string {
 }
 
 func writeWaits(b *strings.Builder, entries []Entry) {
-	b.WriteString("Wait events of the load backends (pg_stat_activity, twice a second; CPU = active with no wait event):\n\n```\n")
+	b.WriteString("Wait events of the load backends (pg_stat_activity, twice a second; CPU = active with no wait event; Idle = waiting for its client between queries):\n\n```\n")
 	for _, e := range entries {
 		fmt.Fprintf(b, "%-14s c=%-4d", e.Strategy, e.Clients)
 		for i, k := range sortedWaits(e.WaitEvents) {
@@ -146,6 +164,9 @@ func writeSanity(b *strings.Builder, res *Results) {
 	b.WriteString("## Sanity\n\n")
 	var failed, discarded int
 	for _, e := range res.Runs {
+		for _, d := range e.Disturbed {
+			fmt.Fprintf(b, "- kept but disturbed (--keep-disturbed) %s %s c=%d run %d: %s\n", e.Strategy, e.Workload, e.Clients, d.Run, d.Reason)
+		}
 		for _, d := range e.Discarded {
 			discarded++
 			fmt.Fprintf(b, "- discarded %s %s c=%d run %d: %s\n", e.Strategy, e.Workload, e.Clients, d.Run, d.Reason)
@@ -155,7 +176,8 @@ func writeSanity(b *strings.Builder, res *Results) {
 		}
 	}
 	if discarded == 0 {
-		b.WriteString("Every run passed every check: settings read back, no failed transaction, exact row count, UUID version and variant of every key")
+		b.WriteString("Every run passed every check: settings read back, no failed transaction, exact row count, UUID version and variant of every key, " +
+			"no checkpoint, autovacuum or other databases' WAL in its window (where pg_waldump read it)")
 		if res.Params.WithCDC {
 			b.WriteString(", the replicator caught up")
 		}

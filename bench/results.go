@@ -10,6 +10,13 @@ type Results struct {
 	Params   Params    `json:"params"`
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
+	// WALSource says where the WAL figures come from, WALSourceNote why
+	// (or which binary read which directory).
+	WALSource     string `json:"wal_source"`
+	WALSourceNote string `json:"wal_source_note"`
+	// Warnings are conditions that make figures less general, such as an
+	// index larger than shared_buffers.
+	Warnings []string `json:"warnings,omitempty"`
 	// Skipped names strategies the server cannot run, and why.
 	Skipped []Skip `json:"skipped,omitempty"`
 	// Runs has one entry per strategy × workload × client count.
@@ -43,6 +50,11 @@ type Settings struct {
 	CheckpointTimeout     string `json:"checkpoint_timeout"`
 	MaxWALSize            string `json:"max_wal_size"`
 	MaxConnections        string `json:"max_connections"`
+	WALCompression        string `json:"wal_compression"`
+	DataChecksums         string `json:"data_checksums"`
+	WALLogHints           string `json:"wal_log_hints"`
+	CheckpointCompletion  string `json:"checkpoint_completion_target"`
+	SharedBuffersBytes    int64  `json:"shared_buffers_bytes"`
 	// Fillfactor is each strategy's PK-index fillfactor, read from the catalog.
 	Fillfactor map[string]int `json:"fillfactor"`
 }
@@ -63,9 +75,19 @@ type Params struct {
 	WithCDC           bool     `json:"with_cdc"`
 	CDCSink           string   `json:"cdc_sink,omitempty"`
 	CheckpointBefore  bool     `json:"checkpoint_before_each_run"`
-	// RightEdgeBlocks is the distance from an index's last block within
-	// which right_edge_pin_share counts a pin.
-	RightEdgeBlocks int `json:"right_edge_blocks"`
+	// A pin counts toward right_edge_pin_share within RightEdgeFraction of
+	// the index's blocks from its last block, and at least
+	// RightEdgeMinBlocks; only leaf pages count.
+	RightEdgeFraction  float64 `json:"right_edge_fraction"`
+	RightEdgeMinBlocks int     `json:"right_edge_min_blocks"`
+	// SyntheticClock: time-ordered keys took their milliseconds from a
+	// clock stepping 1 ms every KeysPerMillisecond keys of a run.
+	SyntheticClock     bool `json:"synthetic_clock"`
+	KeysPerMillisecond int  `json:"keys_per_millisecond"`
+	// TablePerRun: every run had a table created and seeded anew.
+	TablePerRun   bool `json:"table_per_run"`
+	KeepDisturbed bool `json:"keep_disturbed"`
+	SelfCheck     bool `json:"self_check"`
 }
 
 // Skip is a strategy left out.
@@ -81,7 +103,7 @@ type Latency struct {
 	P99 float64 `json:"p99"`
 }
 
-// HotBlock is a PK-index block that load backends pinned. Pins adds up the
+// HotBlock is a PK-index leaf block that load backends pinned. Pins adds up the
 // pinning_backends the samples saw (pins, not lock waits).
 type HotBlock struct {
 	Index    string `json:"index"`
@@ -106,7 +128,7 @@ type LagSample struct {
 	Seconds float64 `json:"seconds"`
 }
 
-// Spread is the range of tps over the kept runs.
+// Spread is the range of a figure over the kept runs.
 type Spread struct {
 	Min float64 `json:"min"`
 	Max float64 `json:"max"`
@@ -132,9 +154,10 @@ type Discard struct {
 	Reason string `json:"reason"`
 }
 
-// Entry is one strategy × workload × client count over n runs. Scalars are
-// medians over the kept runs; wait_events, hot_blocks and lag come from the
-// run whose tps is the median; sizes are measured after the last run.
+// Entry is one strategy × workload × client count over n runs, each on a
+// table of its own. Scalars, sizes included, are medians over the kept
+// runs, with their ranges in Ranges; wait_events, hot_blocks and lag come
+// from the run whose tps is the median.
 type Entry struct {
 	Strategy       string   `json:"strategy"`
 	Workload       string   `json:"workload"`
@@ -162,22 +185,45 @@ type Entry struct {
 	RightEdgePinShare  float64          `json:"right_edge_pin_share"`
 	Lag                *Lag             `json:"lag,omitempty"`
 	Spread             Spread           `json:"spread"`
-	Sanity             Sanity           `json:"sanity"`
-	Discarded          []Discard        `json:"discarded,omitempty"`
-	PerRun             []RunResult      `json:"per_run"`
+	// Ranges holds the range over the kept runs of every median above, by
+	// its JSON name.
+	Ranges map[string]Spread `json:"ranges"`
+	// MemoryRatio is (heap + PK index) / shared_buffers after the median run.
+	MemoryRatio float64 `json:"memory_ratio"`
+	// Disturbed lists kept runs that failed a guard (KeepDisturbed).
+	Disturbed []Discard   `json:"disturbed,omitempty"`
+	Sanity    Sanity      `json:"sanity"`
+	Discarded []Discard   `json:"discarded,omitempty"`
+	PerRun    []RunResult `json:"per_run"`
 }
 
 // RunResult is one run's raw numbers.
 type RunResult struct {
-	Run                int              `json:"run"`
-	Kept               bool             `json:"kept"`
-	Seconds            float64          `json:"seconds"`
-	Txns               int64            `json:"txns"`
-	Rows               int64            `json:"rows"`
-	Errors             int64            `json:"errors"`
-	TPS                float64          `json:"tps"`
-	LatencyMS          Latency          `json:"latency_ms"`
-	WALBytes           int64            `json:"wal_bytes"`
+	Run       int     `json:"run"`
+	Kept      bool    `json:"kept"`
+	Seconds   float64 `json:"seconds"`
+	Txns      int64   `json:"txns"`
+	Rows      int64   `json:"rows"`
+	Errors    int64   `json:"errors"`
+	TPS       float64 `json:"tps"`
+	LatencyMS Latency `json:"latency_ms"`
+	// WALStart and WALEnd are the window's insert positions; WALBytes is
+	// their distance, page headers and alignment included.
+	WALStart       string `json:"wal_start"`
+	WALEnd         string `json:"wal_end"`
+	WALBytes       int64  `json:"wal_bytes"`
+	WALSource      string `json:"wal_source"`
+	WALRecords     int64  `json:"wal_records,omitempty"`
+	WALRecordBytes int64  `json:"wal_record_bytes,omitempty"`
+	FPIBytes       int64  `json:"fpi_bytes,omitempty"`
+	// ForeignWALBytes and ForeignFPI are the window's records that change
+	// other databases (and their transactions' records): other sessions.
+	ForeignWALBytes    int64    `json:"foreign_wal_bytes"`
+	ForeignFPI         int64    `json:"foreign_fpi"`
+	Checkpoints        int64    `json:"checkpoints_in_window"`
+	AutovacuumSeen     []string `json:"autovacuum_seen,omitempty"`
+	Disturbed          []string `json:"disturbed,omitempty"`
+	walStats           walStats
 	WALBytesPerRow     float64          `json:"wal_bytes_per_row"`
 	FPI                *int64           `json:"fpi,omitempty"`
 	PagesWritten       int64            `json:"pages_written"`

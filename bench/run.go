@@ -10,14 +10,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.uber.org/zap"
 )
 
 // seedStream is the key stream of the seeding pass; load clients use
 // streams from 1.
 const seedStream = 1 << 50
 
-// table is a strategy's table while its runs go on.
+// table is a strategy's table during one run.
 type table struct {
 	s        Strategy
 	rel      relations
@@ -26,28 +25,12 @@ type table struct {
 	cdc      *cdc
 }
 
-// strategy creates, seeds and benchmarks one strategy's table.
+// strategy benchmarks one strategy. Every run gets a table of its own,
+// created and seeded the same way, so runs are replicates of each other.
 func (b *bencher) strategy(ctx context.Context, s Strategy) error {
-	t := &table{s: s}
-	if err := b.create(ctx, t); err != nil {
-		return err
-	}
-	if b.cfg.WithCDC {
-		c, err := b.startCDC(ctx, s)
-		if err != nil {
-			return err
-		}
-		t.cdc = c
-		defer func() {
-			c.stop()
-			if err := b.dropCDC(context.WithoutCancel(ctx)); err != nil {
-				b.log.Warn("could not drop the slot", zap.Error(err))
-			}
-		}()
-	}
 	for wi, w := range b.cfg.Workloads {
 		for ci, clients := range b.cfg.Clients {
-			e, err := b.entry(ctx, t, w, clients, wi*len(b.cfg.Clients)+ci)
+			e, err := b.entry(ctx, s, w, clients, wi*len(b.cfg.Clients)+ci)
 			if err != nil {
 				return err
 			}
@@ -55,48 +38,76 @@ func (b *bencher) strategy(ctx context.Context, s Strategy) error {
 		}
 	}
 	if !b.cfg.Keep {
-		if _, err := b.db.Exec(ctx, "DROP TABLE "+s.Qualified()); err != nil {
+		if _, err := b.db.Exec(ctx, "DROP TABLE IF EXISTS "+s.Qualified()); err != nil {
 			return fmt.Errorf("drop %s: %w", s.Qualified(), err)
 		}
 	}
 	return nil
 }
 
-// create makes the table, fills it with the seed rows and vacuums it, so
-// that hint bits and the visibility map are set before anything is timed.
-func (b *bencher) create(ctx context.Context, t *table) error {
-	for _, q := range t.s.DDL(b.cfg.Partitions, b.cfg.PayloadBytes) {
+// create makes the table anew, fills it with the seed rows and vacuums it,
+// so that hint bits and the visibility map are set before anything is
+// timed. Autovacuum is off for the table: its WAL would count as the
+// workload's.
+func (b *bencher) create(ctx context.Context, s Strategy) (*table, error) {
+	t := &table{s: s}
+	if _, err := b.db.Exec(ctx, "DROP TABLE IF EXISTS "+s.Qualified()); err != nil {
+		return nil, fmt.Errorf("drop %s: %w", s.Qualified(), err)
+	}
+	for _, q := range s.DDL(b.cfg.Partitions, b.cfg.PayloadBytes) {
 		if _, err := b.db.Exec(ctx, q); err != nil {
-			return fmt.Errorf("create table: %w", err)
+			return nil, fmt.Errorf("create table: %w", err)
 		}
 	}
-	b.cfg.Progress(b.done, b.total, fmt.Sprintf("%s: seeding %d rows", t.s.Name, b.cfg.SeedRows))
-	keys, err := b.seed(ctx, t.s)
-	if err != nil {
-		return fmt.Errorf("seed %s: %w", t.s.Qualified(), err)
+	var err error
+	if t.rel, err = findRelations(ctx, b.db, s.Qualified()); err != nil {
+		return nil, err
 	}
-	t.keys = keys
+	if err := b.autovacuumOff(ctx, t.rel); err != nil {
+		return nil, err
+	}
+	b.cfg.Progress(b.done, b.total, fmt.Sprintf("%s: seeding %d rows", s.Name, b.cfg.SeedRows))
+	if t.keys, err = b.seed(ctx, s); err != nil {
+		return nil, fmt.Errorf("seed %s: %w", s.Qualified(), err)
+	}
 	t.expected = int64(b.cfg.SeedRows)
-	if _, err := b.db.Exec(ctx, "VACUUM (ANALYZE) "+t.s.Qualified()); err != nil {
-		return fmt.Errorf("vacuum %s: %w", t.s.Qualified(), err)
-	}
-	if t.rel, err = findRelations(ctx, b.db, t.s.Qualified()); err != nil {
-		return err
+	if _, err := b.db.Exec(ctx, "VACUUM (ANALYZE) "+s.Qualified()); err != nil {
+		return nil, fmt.Errorf("vacuum %s: %w", s.Qualified(), err)
 	}
 	ff, err := indexFillfactor(ctx, b.db, t.rel.indexes[0])
 	if err != nil {
-		return err
+		return nil, err
 	}
-	b.res.Settings.Fillfactor[t.s.Name] = ff
+	b.res.Settings.Fillfactor[s.Name] = ff
+	return t, nil
+}
+
+// autovacuumOff turns autovacuum off for every heap of the table and its
+// TOAST table; a partitioned parent has no storage to vacuum.
+func (b *bencher) autovacuumOff(ctx context.Context, rel relations) error {
+	for _, h := range rel.heaps {
+		var name string
+		var toast bool
+		if err := b.db.QueryRow(ctx, `SELECT oid::regclass::text, reltoastrelid <> 0 FROM pg_class WHERE oid = $1`, h).Scan(&name, &toast); err != nil {
+			return fmt.Errorf("autovacuum off: %w", err)
+		}
+		opts := "autovacuum_enabled = off"
+		if toast {
+			opts += ", toast.autovacuum_enabled = off"
+		}
+		if _, err := b.db.Exec(ctx, "ALTER TABLE "+name+" SET ("+opts+")"); err != nil {
+			return fmt.Errorf("autovacuum off for %s: %w", name, err)
+		}
+	}
 	return nil
 }
 
 func (b *bencher) payload() string { return strings.Repeat("x", b.cfg.PayloadBytes) }
 
 // seed inserts the seed rows. Client-side keys come from their own stream
-// with a clock that starts in the past and steps 1 ms every 100 keys, so
-// every seeded time-ordered key sorts before the load's keys, and the seed
-// rows are the same in every invocation.
+// with a clock that ends a minute before ClockStart and steps 1 ms every
+// 100 keys, so every seeded time-ordered key sorts before the load's keys,
+// and the seed rows are the same in every run and every invocation.
 func (b *bencher) seed(ctx context.Context, s Strategy) (*existingKeys, error) {
 	n := b.cfg.SeedRows
 	keys := &existingKeys{n: n}
@@ -117,7 +128,7 @@ func (b *bencher) seed(ctx context.Context, s Strategy) (*existingKeys, error) {
 		return keys, nil
 	}
 	tick := 0
-	start := b.cfg.Clock().Add(-time.Duration(n/100+60_000) * time.Millisecond)
+	start := ClockStart.Add(-time.Duration(n/100+60_000) * time.Millisecond)
 	clock := func() time.Time { tick++; return start.Add(time.Duration(tick/100) * time.Millisecond) }
 	gen := s.generator(b.cfg.KeySeed, seedStream, clock)
 	rng := newRand(b.cfg.KeySeed, seedStream|1<<40)
@@ -185,7 +196,8 @@ func (b *bencher) loadPool(ctx context.Context, clients int) (*pgxpool.Pool, err
 }
 
 // waitLoadGone waits until the load backends have exited, so that they
-// have flushed their WAL statistics into pg_stat_wal.
+// have flushed their statistics (pg_stat_wal for the fallback, the table's
+// counts).
 func (b *bencher) waitLoadGone(ctx context.Context) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -193,8 +205,11 @@ func (b *bencher) waitLoadGone(ctx context.Context) error {
 		if err := b.db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, b.loadApp).Scan(&n); err != nil {
 			return fmt.Errorf("wait for the load connections to close: %w", err)
 		}
-		if n == 0 || time.Now().After(deadline) {
+		if n == 0 {
 			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d load connections still open 10 s after the load", n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

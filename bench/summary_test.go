@@ -28,8 +28,11 @@ func TestSummarizeMedianSpreadAndDiscard(t *testing.T) {
 	if !e.Sanity.Passed {
 		t.Error("sanity should pass: every kept run passed its checks")
 	}
-	if e.BytesPerRow != 40 {
-		t.Errorf("bytes per row %v, want index bytes / rows of the last run", e.BytesPerRow)
+	if e.BytesPerRow != 0 || e.Ranges["bytes_per_row"] != (Spread{Min: 0, Max: 40}) {
+		t.Errorf("bytes per row %v range %+v, want the median of the kept runs (0) and their range 0–40", e.BytesPerRow, e.Ranges["bytes_per_row"])
+	}
+	if e.Ranges["wal_bytes_per_row"] != (Spread{Min: 100, Max: 300}) || e.IndexBytes != 0 {
+		t.Errorf("WAL range %+v index bytes %d", e.Ranges["wal_bytes_per_row"], e.IndexBytes)
 	}
 	all := summarize(Strategy{Name: "x"}, "insert", 1, 90, runs[1:2])
 	if all.Sanity.Passed || all.N != 0 {

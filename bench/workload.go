@@ -31,9 +31,10 @@ type loadSpec struct {
 	payload  string
 	keys     *existingKeys
 	seed     uint64
-	// stream0 is the first key stream; client i uses stream0+i, so no two
-	// runs on one table share a stream (a shared uuidv4 stream would repeat
-	// its keys and violate the primary key).
+	// stream0 is the first key stream; client i uses stream0+i. Every run
+	// of an entry has the same streams, on a table of its own (runs on one
+	// table sharing a uuidv4 stream would repeat keys and violate the
+	// primary key).
 	stream0 int
 	clock   Clock
 }

@@ -1,0 +1,188 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// checkpoints reads how many checkpoints the server has started:
+// pg_stat_checkpointer from PostgreSQL 17 on, pg_stat_bgwriter before.
+// A spread checkpoint publishes its count while it runs, an immediate one
+// when it is done.
+func checkpoints(ctx context.Context, db *pgxpool.Pool, versionNum int) (int64, error) {
+	q := `SELECT (checkpoints_timed + checkpoints_req)::bigint FROM pg_stat_bgwriter`
+	if versionNum >= 170000 {
+		q = `SELECT (num_timed + num_requested)::bigint FROM pg_stat_checkpointer`
+	}
+	var n int64
+	if err := db.QueryRow(ctx, q).Scan(&n); err != nil {
+		return 0, fmt.Errorf("read checkpoint count: %w", err)
+	}
+	return n, nil
+}
+
+// checkpoint runs CHECKPOINT and waits until the checkpointer's statistics
+// show it: the checkpointer wakes the waiting backend before it publishes
+// its counts, so reading them right away reads the previous checkpoint's.
+func (b *bencher) checkpoint(ctx context.Context) error {
+	v := b.res.Settings.ServerVersionNum
+	before, err := checkpoints(ctx, b.db, v)
+	if err != nil {
+		return err
+	}
+	if _, err := b.db.Exec(ctx, "CHECKPOINT"); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := checkpoints(ctx, b.db, v)
+		if err != nil {
+			return err
+		}
+		if n > before {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the checkpointer's statistics did not show the CHECKPOINT after 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// autovacuumRuns reads the autovacuum and autoanalyze counts of the
+// strategy's heaps.
+func autovacuumRuns(ctx context.Context, db *pgxpool.Pool, heaps []uint32) (int64, error) {
+	var n int64
+	err := db.QueryRow(ctx, `SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0)::bigint
+		FROM pg_stat_all_tables WHERE relid = ANY($1::oid[])`, heaps).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("read autovacuum counts: %w", err)
+	}
+	return n, nil
+}
+
+// autovacWatch samples the server's autovacuum workers, in every
+// database, ten times a second while a window is open: their WAL would
+// count as the workload's.
+type autovacWatch struct {
+	seen map[string]int
+	stop chan struct{}
+	done sync.WaitGroup
+	err  error
+}
+
+func startAutovacWatch(ctx context.Context, db *pgxpool.Pool) *autovacWatch {
+	w := &autovacWatch{seen: map[string]int{}, stop: make(chan struct{})}
+	w.done.Add(1)
+	go func() {
+		defer w.done.Done()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if err := w.sample(ctx, db); err != nil && w.err == nil && ctx.Err() == nil {
+				w.err = err
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return w
+}
+
+func (w *autovacWatch) sample(ctx context.Context, db *pgxpool.Pool) error {
+	rows, err := db.Query(ctx, `SELECT coalesce(datname, '?') || ': ' || coalesce(nullif(query, ''), 'autovacuum')
+		FROM pg_stat_activity WHERE backend_type = 'autovacuum worker' AND state = 'active'`)
+	if err != nil {
+		return fmt.Errorf("sample autovacuum workers: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var q string
+		if err := rows.Scan(&q); err != nil {
+			return fmt.Errorf("sample autovacuum workers: %w", err)
+		}
+		w.seen[q]++
+	}
+	return rows.Err()
+}
+
+// finish stops the watch and lists what it saw, most samples first.
+func (w *autovacWatch) finish() ([]string, error) {
+	close(w.stop)
+	w.done.Wait()
+	out := make([]string, 0, len(w.seen))
+	for q := range w.seen {
+		out = append(out, q)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return w.seen[out[i]] > w.seen[out[j]] || w.seen[out[i]] == w.seen[out[j]] && out[i] < out[j]
+	})
+	return out, w.err
+}
+
+// Guard checks: a run that fails one was disturbed by something other
+// than its workload. It is discarded, or with Config.KeepDisturbed kept
+// and marked.
+const (
+	guardCheckpoint = "no checkpoint in the window"
+	guardAutovacuum = "no autovacuum in the window"
+	guardForeignWAL = "other databases wrote under 1% of the window's WAL"
+)
+
+func isGuard(name string) bool {
+	return name == guardCheckpoint || name == guardAutovacuum || name == guardForeignWAL
+}
+
+// windowGuards judges a window by the checkpoint counts around it (c0 at
+// its start, cEnd at its end, cAfter after the post-run CHECKPOINT, which
+// adds one when ownAfter), the checkpoint records in its WAL, and the
+// autovacuum activity seen.
+func windowGuards(run int, start int64, c0, cEnd, cAfter int64, ownAfter bool, redo []int64, autovac []string, ownAutovac int64) []Check {
+	ck := Check{Run: run, Name: guardCheckpoint, Passed: true, Detail: fmt.Sprintf("checkpoint count %d at the start and %d at the end", c0, cEnd)}
+	extra := cAfter - c0
+	if ownAfter {
+		extra--
+	}
+	var inWAL []string
+	for _, r := range redo {
+		if r >= start {
+			inWAL = append(inWAL, lsnText(r))
+		}
+	}
+	switch {
+	case cEnd > c0:
+		ck.Passed, ck.Detail = false, fmt.Sprintf("%d checkpoints started in the window", cEnd-c0)
+	case len(inWAL) > 0:
+		ck.Passed, ck.Detail = false, "the window's WAL holds a checkpoint with redo at "+strings.Join(inWAL, ", ")
+	case extra > 0:
+		ck.Passed, ck.Detail = false, fmt.Sprintf("%d checkpoints besides the benchmark's between the window's start and the post-run CHECKPOINT", extra)
+	}
+	av := Check{Run: run, Name: guardAutovacuum, Passed: len(autovac) == 0 && ownAutovac == 0, Detail: "no autovacuum worker active, none on the bench table"}
+	if !av.Passed {
+		av.Detail = fmt.Sprintf("%d autovacuum or autoanalyze runs on the bench table; workers seen: %s", ownAutovac, strings.Join(autovac, "; "))
+	}
+	return []Check{ck, av}
+}
+
+func foreignGuard(run int, st walStats) Check {
+	c := Check{Run: run, Name: guardForeignWAL, Passed: true}
+	share := 0.0
+	if st.RecordBytes > 0 {
+		share = float64(st.ForeignBytes) / float64(st.RecordBytes)
+	}
+	c.Passed = share < 0.01
+	c.Detail = fmt.Sprintf("%d of %d record bytes (%.2f%%) and %d of %d full-page images change other databases", st.ForeignBytes,
+		st.RecordBytes, 100*share, st.ForeignFPI, st.FPI)
+	return c
+}

@@ -1,0 +1,203 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// testWALDump finds pg_waldump the way cmd/ferry does, or skips.
+func testWALDump(t *testing.T) string {
+	t.Helper()
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		p := filepath.Join(strings.TrimSpace(string(out)), "pg_waldump")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("pg_waldump"); err == nil {
+		return p
+	}
+	t.Skip("no pg_waldump (pg_config --bindir or PATH)")
+	return ""
+}
+
+// walDumpTotals is the test's own reading of pg_waldump --stats: records,
+// record bytes and FPI bytes of the Total line, and the FPW block
+// references --fullpage prints.
+func walDumpTotals(t *testing.T, bin, dir, start, end string) (records, recBytes, fpiBytes, fpw int64) {
+	t.Helper()
+	out, err := exec.Command(bin, "-p", dir, "-s", start, "-e", end, "-z").CombinedOutput()
+	if err != nil {
+		t.Fatalf("pg_waldump --stats %s..%s: %v: %s", start, end, err, out)
+	}
+	var line string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "Total ") {
+			line = l
+		}
+	}
+	f := strings.Fields(regexp.MustCompile(`\[[^]]*\]`).ReplaceAllString(line, ""))
+	if len(f) != 5 {
+		t.Fatalf("pg_waldump --stats Total line %q", line)
+	}
+	records, _ = strconv.ParseInt(f[1], 10, 64)
+	fpiBytes, _ = strconv.ParseInt(f[3], 10, 64)
+	recBytes, _ = strconv.ParseInt(f[4], 10, 64)
+	full, err := exec.Command(bin, "-p", dir, "-s", start, "-e", end, "-w").Output()
+	if err != nil {
+		t.Fatalf("pg_waldump --fullpage: %v", err)
+	}
+	return records, recBytes, fpiBytes, int64(bytes.Count(full, []byte(" FPW")))
+}
+
+func near(a, b int64) bool { return within(a, b, 0.01) }
+
+// TestWindowWALMatchesWALDump runs a small benchmark while a physical slot
+// of the test's own keeps all of its WAL, then reads every run's window
+// with pg_waldump --stats and --fullpage and requires the run's WAL bytes
+// and full-page images to match within 1%. pg_stat_wal's counts
+// (FERRY_BENCH_WAL_SOURCE=pg_stat_wal) fail it. It also checks that runs
+// are replicates: each on a fresh table of seed rows plus its own.
+func TestWindowWALMatchesWALDump(t *testing.T) {
+	url := os.Getenv("FERRY_PG_URL")
+	if url == "" {
+		t.Skip("FERRY_PG_URL is not set: start the local stack to run the bench integration tests")
+	}
+	bin := testWALDump(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dbURL, name := privateDatabase(t, url)
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var dataDir string
+	if err := conn.QueryRow(ctx, `SELECT current_setting('data_directory')`).Scan(&dataDir); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(dataDir, "pg_wal")
+	if _, err := os.ReadDir(dir); err != nil {
+		t.Skipf("the server's WAL is not readable here: %v", err)
+	}
+	// Temporary: the server drops it when this connection ends.
+	if _, err := conn.Exec(ctx, `SELECT pg_create_physical_replication_slot($1, true, true)`, name+"_test"); err != nil {
+		t.Fatal(err)
+	}
+	const seedRows = 20_000
+	cfg := Config{ConnString: dbURL, Slot: name, Strategies: []string{"bigserial", "uuidv4"}, Workloads: []string{"insert", "update-hot"},
+		Clients: []int{2}, Duration: time.Second, SeedRows: seedRows, Runs: 2, WALDump: bin, SelfCheck: true,
+		// The shared stack's other sessions write into the windows too; the
+		// figures are compared all the same.
+		KeepDisturbed: true, Keep: true}
+	if src := os.Getenv("FERRY_BENCH_WAL_SOURCE"); src != "" {
+		cfg.WALSource, cfg.SelfCheck = src, false
+	}
+	res, err := Run(ctx, cfg)
+	if errors.Is(err, ErrBusy) {
+		t.Skipf("skipped: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range cfg.Strategies {
+		st, _ := strategyByName(s)
+		var opts []string
+		if err := conn.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = $1::regclass`, st.Qualified()).Scan(&opts); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(opts, "autovacuum_enabled=off") {
+			t.Errorf("%s: reloptions %v, want autovacuum_enabled=off", st.Qualified(), opts)
+		}
+	}
+	for _, e := range res.Runs {
+		for _, r := range e.PerRun {
+			what := e.Strategy + " " + e.Workload + " run " + strconv.Itoa(r.Run)
+			recs, recBytes, fpiBytes, fpw := walDumpTotals(t, bin, dir, r.WALStart, r.WALEnd)
+			var fpi int64 = -1
+			if r.FPI != nil {
+				fpi = *r.FPI
+			}
+			t.Logf("%s: window %s..%s, %d records; WAL record bytes %d (pg_waldump %d), LSN distance %d; FPIs %d (pg_waldump %d), FPI bytes %d (%d); source %s",
+				what, r.WALStart, r.WALEnd, recs, r.WALRecordBytes, recBytes, r.WALBytes, fpi, fpw, r.FPIBytes, fpiBytes, r.WALSource)
+			if !near(r.WALRecordBytes, recBytes) || !near(fpi, fpw) || !near(r.FPIBytes, fpiBytes) {
+				t.Errorf("%s: the run's WAL figures differ from pg_waldump's by more than 1%%", what)
+			}
+			if r.WALBytes < recBytes || r.WALStart >= r.WALEnd && r.WALBytes > 0 {
+				t.Errorf("%s: LSN distance %d is smaller than the %d record bytes in it", what, r.WALBytes, recBytes)
+			}
+			want := int64(seedRows)
+			if strings.HasPrefix(e.Workload, "insert") {
+				want += r.Rows
+			}
+			if r.TableRows != want {
+				t.Errorf("%s: table holds %d rows, want %d: seed rows plus this run's own", what, r.TableRows, want)
+			}
+		}
+		for _, c := range e.Sanity.Checks {
+			if c.Name == selfCheckName && !c.Passed {
+				t.Errorf("%s %s: self-check failed: %s", e.Strategy, e.Workload, c.Detail)
+			}
+		}
+	}
+}
+
+// TestWALPositionIsInsertPosition commits with synchronous_commit off and
+// requires the benchmark's WAL position, read right after, to be past
+// the commit: the write position (pg_current_wal_lsn) trails it.
+func TestWALPositionIsInsertPosition(t *testing.T) {
+	url := os.Getenv("FERRY_PG_URL")
+	if url == "" {
+		t.Skip("FERRY_PG_URL is not set: start the local stack to run the bench integration tests")
+	}
+	ctx := context.Background()
+	dbURL, _ := privateDatabase(t, url)
+	db, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	w, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	for _, q := range []string{"SET synchronous_commit = off", "CREATE TABLE pos (id int, pad text)"} {
+		if _, err := w.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	behind := 0
+	for i := 0; i < 50; i++ {
+		if _, err := w.Exec(ctx, "INSERT INTO pos SELECT g, repeat('x', 200) FROM generate_series(1, 20) g"); err != nil {
+			t.Fatal(err)
+		}
+		var committed int64
+		if err := w.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint`).Scan(&committed); err != nil {
+			t.Fatal(err)
+		}
+		pos, _, err := walPosition(ctx, db, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pos < committed {
+			behind++
+		}
+	}
+	if behind > 0 {
+		t.Errorf("the WAL position read after a commit was behind the commit %d times in 50", behind)
+	}
+}
