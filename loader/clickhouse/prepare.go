@@ -92,6 +92,27 @@ func wantColumns(tm *schema.TableMap) map[string]string {
 
 // checkColumns compares a table's columns with its mapping.
 func checkColumns(db string, tm *schema.TableMap, have map[string]string) error {
+	diffs := columnDiffs(tm, have)
+	if len(diffs) == 0 {
+		return nil
+	}
+	return reject(fmt.Errorf("clickhouse: table %s does not match %s: %s; "+
+		"drop the ClickHouse table to have ferry create and fill it anew, "+
+		"or wait for schema evolution support", schema.QuoteCH(db)+"."+schema.QuoteCH(tm.Name), tm.Source.QualifiedName(), strings.Join(diffs, "; ")))
+}
+
+// ColumnDifferences reports whether the table exists and how its columns
+// differ from the mapping's (none: they match).
+func (s *Sink) ColumnDifferences(ctx context.Context, tm *schema.TableMap) (exists bool, diffs []string, err error) {
+	have, err := s.columns(ctx, tm.Name)
+	if err != nil || len(have) == 0 {
+		return false, nil, err
+	}
+	return true, columnDiffs(tm, have), nil
+}
+
+// columnDiffs lists, sorted, how the columns have differ from tm's.
+func columnDiffs(tm *schema.TableMap, have map[string]string) []string {
 	want := wantColumns(tm)
 	var diffs []string
 	for name, typ := range want {
@@ -108,13 +129,8 @@ func checkColumns(db string, tm *schema.TableMap, have map[string]string) error 
 			diffs = append(diffs, fmt.Sprintf("%q (%s) is not in the source table", name, got))
 		}
 	}
-	if len(diffs) == 0 {
-		return nil
-	}
 	sort.Strings(diffs)
-	return reject(fmt.Errorf("clickhouse: table %s does not match %s: %s; "+
-		"drop the ClickHouse table to have ferry create and fill it anew, "+
-		"or wait for schema evolution support", schema.QuoteCH(db)+"."+schema.QuoteCH(tm.Name), tm.Source.QualifiedName(), strings.Join(diffs, "; ")))
+	return diffs
 }
 
 func orAny(typ string) string {
