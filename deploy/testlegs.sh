@@ -45,15 +45,8 @@ for leg in ${LEGS:-modern legacy}; do
 		unset_args=(-u FERRY_CH_TLS_URL)
 		env_args+=(FERRY_CHAOS_CH=chdb)
 	fi
-	# ./torture's fixed seeds found an open defect intermittently (an
-	# append-only table short of rows after a kill -9 during the copy):
-	# until it is fixed they run under make torture, not here.
-	leg_pkgs=("${pkgs[@]}")
-	if [ "${pkgs[*]}" = "./..." ]; then
-		mapfile -t leg_pkgs < <("$GO" list ./... | grep -v '/torture$')
-	fi
 	rc=0
-	env "${unset_args[@]}" "${env_args[@]}" "$GO" test -count=1 -timeout 20m "${flags[@]}" "${leg_pkgs[@]}" || rc=$?
+	env "${unset_args[@]}" "${env_args[@]}" "$GO" test -count=1 -timeout 20m "${flags[@]}" "${pkgs[@]}" || rc=$?
 	took=$(($(date +%s) - start))
 	summary+=("leg $leg (ClickHouse $version): exit $rc after ${took} s")
 	[ "$rc" -eq 0 ] || failed+=("$leg")
