@@ -10,7 +10,7 @@ import (
 	"github.com/ferry-cdc/ferry/replicator"
 )
 
-// leastPrivilegeSQL is README's "Security" section: what a superuser runs
+// leastPrivilegeSQL is docs/SECURITY.md's least-privilege role: what a superuser runs
 // so that ferry needs none. {role}, {db} and {tables} are filled in (and
 // the stack asks no password). Keep the two the same.
 var leastPrivilegeSQL = []string{
@@ -22,7 +22,7 @@ var leastPrivilegeSQL = []string{
 	`ALTER PUBLICATION ferry OWNER TO {role}`,
 }
 
-// TestLeastPrivilegeRole sets up the role exactly as README documents it
+// TestLeastPrivilegeRole sets up the role exactly as docs/SECURITY.md documents it
 // (an administrator owns the tables and creates the publication) and runs
 // ferry as that role: the initial copy, the stream with heartbeats, a
 // schema change, and ferry check and verify.

@@ -51,7 +51,7 @@ var Known = map[string]string{
 	"append-rebuild":     "a rebuild (a column added with a default; a rename on ClickHouse < 20.4) of an append-only table doubles or loses the rows of the transaction that caused it (fixed, c13f8b8)",
 	"full-ddl":           "after ADD or DROP COLUMN on a REPLICA IDENTITY FULL table without a key, an UPDATE or DELETE of an older row leaves that row visible in ClickHouse (its row key is hashed over the new columns; fixed: such a change rebuilds the table)",
 	"partition-truncate": "TRUNCATE of one partition of a table published through its root leaves the partition's rows in ClickHouse; ferry now stops with an error naming the resync, which a round counts as a failure",
-	"partition-ddl":      "detach, attach and drop of partitions, generated only with ferry setup; several stop ferry by design (see README, Limitations): named to leave them out",
+	"partition-ddl":      "detach, attach and drop of partitions, generated only with ferry setup; several stop ferry by design (see docs/LIMITATIONS.md): named to leave them out",
 	"date-key-toast":     "the lookup of unchanged TOAST values fails on a table keyed by a date on ClickHouse >= 22.8 (Date32 IN toDateTime64(...): type mismatch; fixed)",
 }
 

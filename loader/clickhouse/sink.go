@@ -54,7 +54,7 @@ type Config struct {
 	// each inserted part and its directory before the INSERT returns
 	// (MergeTree's fsync_after_insert and fsync_part_directory), so that a
 	// crash of the ClickHouse host cannot lose rows whose WAL ferry has
-	// confirmed. It costs insert latency; see README "What a crash loses".
+	// confirmed. It costs insert latency; see docs/OPERATIONS.md, "What a crash loses".
 	// Refused where the server lacks the settings. Default: off, as in
 	// ClickHouse.
 	Fsync bool

@@ -7,7 +7,7 @@
 // Sink is handed rows converted with the wire capabilities
 // (schema.Capabilities{}, see Sink.Capabilities), whose integer forms of
 // dates, timestamps and booleans hold every PostgreSQL value, and encodes
-// each value losslessly by its PostgreSQL type (the README's table). Write
+// each value losslessly by its PostgreSQL type (the Values table of docs/KAFKA.md). Write
 // returns once every in-sync broker has acknowledged every message of the
 // batch (acks=all), so the replicator's acknowledged LSN never passes what
 // Kafka holds. Each message names, in the ferry.schema header, the table
