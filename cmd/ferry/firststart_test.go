@@ -13,6 +13,7 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/ferry-cdc/ferry/internal/testkit"
 )
@@ -124,6 +125,35 @@ func TestFirstStartNoBroker(t *testing.T) {
 			t.Errorf("ferry %s: exit code %d, want 1 and a message naming the brokers and --kafka-brokers:\n%s", what, code, tail(out))
 		}
 		assertNoSecret(t, what, out)
+	}
+}
+
+// TestFirstStartNoClickHouse: ferry load (with a broker that answers) and
+// ferry run fail at once when nothing listens at --ch's address, naming
+// it and the flag.
+func TestFirstStartNoClickHouse(t *testing.T) {
+	e := newOpsEnv(t)
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	closed := freeAddr(t)
+	nowhere := "clickhouse://default@" + closed + "/default"
+	for _, args := range [][]string{
+		{"load", "--from-kafka", "--catch-up", "--metrics-addr", "", "--kafka-brokers", cluster.ListenAddrs()[0], "--ch", nowhere, "--ch-database", e.name},
+		{"load", "--from-kafka", "--metrics-addr", "", "--kafka-brokers", cluster.ListenAddrs()[0], "--ch", nowhere, "--ch-database", e.name},
+		{"run", "--catch-up", "--metrics-addr", "", "--pg", e.pgURL, "--slot", e.name, "--ch", nowhere},
+	} {
+		what := strings.Join(args[:3], " ")
+		out, code, took := runToEnd(t, args...)
+		t.Logf("ferry %s: exit %d after %s", what, code, took.Round(time.Millisecond))
+		if code != 1 || !strings.Contains(out, "cannot reach "+closed) || !strings.Contains(out, "check the address in --ch (FERRY_CH_URL)") {
+			t.Errorf("ferry %s: exit code %d, want 1 and a message naming %s and --ch:\n%s", what, code, closed, tail(out))
+		}
+		if took > time.Minute || strings.Contains(out, "connection lost") {
+			t.Errorf("ferry %s: took %s, or retried:\n%s", what, took, tail(out))
+		}
 	}
 }
 
