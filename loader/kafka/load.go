@@ -166,7 +166,17 @@ func (l *Loader) run(ctx context.Context) error {
 			}
 		}
 		err = l.session(ctx, topics, ends)
+		var stalledSince time.Time
 		for errors.Is(err, errStalled) { // the same topics, up to the same ends
+			if stalledSince.IsZero() || len(l.read) > 0 {
+				stalledSince = time.Now().Add(-stallRejoin)
+			}
+			if limit := l.cfg.RetryFor; limit > 0 && time.Since(stalledSince) >= limit {
+				return fmt.Errorf("kafka: catching up, group %s read nothing for %s while behind (--retry-for sets how long): "+
+					"check that this host reaches the brokers at the addresses they advertise (advertised.listeners) "+
+					"and what the group's other members do (kafka-consumer-groups.sh --describe --group %s)",
+					l.cfg.Group, time.Since(stalledSince).Round(time.Second), l.cfg.Group)
+			}
 			err = l.session(ctx, topics, ends)
 		}
 		if !errors.Is(err, errRescan) {
