@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	kafkago "github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
@@ -146,5 +147,29 @@ func TestLoaderGivesUpOnLostKafka(t *testing.T) {
 	}
 	if took < 4*time.Second || r.retries() < 2 {
 		t.Errorf("gave up after %s and %d retries, want at least --retry-for's 4s and 2 retries", took.Round(time.Millisecond), r.retries())
+	}
+}
+
+// TestLoaderCatchUpStallEnds: another member of the group holds one of
+// the two partitions and never commits it, so a catch-up can never end;
+// the loader gives up after --retry-for (one stalled session, 30 s, here)
+// with an error that says where to look, instead of rejoining for ever.
+func TestLoaderCatchUpStallEnds(t *testing.T) {
+	r := newRetryEnv(t)
+	holder := kafkago.NewReader(kafkago.ReaderConfig{Brokers: r.brokers, GroupID: "stall", GroupTopics: []string{"it.public.items"},
+		StartOffset: kafkago.FirstOffset, HeartbeatInterval: time.Second, SessionTimeout: 10 * time.Second})
+	defer holder.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), failWithin)
+	defer cancel()
+	if _, err := holder.FetchMessage(ctx); err != nil { // a member now, with both partitions
+		t.Fatal(err)
+	}
+	start := time.Now()
+	done := r.start(kafka.LoadConfig{Group: "stall", CatchUp: true, RetryFor: time.Second})
+	err, _ := wait(t, done, 2*failWithin)
+	t.Logf("failed after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	if err == nil || !strings.Contains(err.Error(), "read nothing for") || !strings.Contains(err.Error(), "--retry-for") ||
+		!strings.Contains(err.Error(), "advertised.listeners") {
+		t.Errorf("error %v, want one that says the catch-up stalled, names --retry-for and what to check", err)
 	}
 }
