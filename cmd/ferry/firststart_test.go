@@ -3,11 +3,17 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/ferry-cdc/ferry/internal/testkit"
 )
@@ -122,6 +128,35 @@ func TestFirstStartNoBroker(t *testing.T) {
 	}
 }
 
+// TestFirstStartNoClickHouse: ferry load (with a broker that answers) and
+// ferry run fail at once when nothing listens at --ch's address, naming
+// it and the flag.
+func TestFirstStartNoClickHouse(t *testing.T) {
+	e := newOpsEnv(t)
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	closed := freeAddr(t)
+	nowhere := "clickhouse://default@" + closed + "/default"
+	for _, args := range [][]string{
+		{"load", "--from-kafka", "--catch-up", "--metrics-addr", "", "--kafka-brokers", cluster.ListenAddrs()[0], "--ch", nowhere, "--ch-database", e.name},
+		{"load", "--from-kafka", "--metrics-addr", "", "--kafka-brokers", cluster.ListenAddrs()[0], "--ch", nowhere, "--ch-database", e.name},
+		{"run", "--catch-up", "--metrics-addr", "", "--pg", e.pgURL, "--slot", e.name, "--ch", nowhere},
+	} {
+		what := strings.Join(args[:3], " ")
+		out, code, took := runToEnd(t, args...)
+		t.Logf("ferry %s: exit %d after %s", what, code, took.Round(time.Millisecond))
+		if code != 1 || !strings.Contains(out, "cannot reach "+closed) || !strings.Contains(out, "check the address in --ch (FERRY_CH_URL)") {
+			t.Errorf("ferry %s: exit code %d, want 1 and a message naming %s and --ch:\n%s", what, code, closed, tail(out))
+		}
+		if took > time.Minute || strings.Contains(out, "connection lost") {
+			t.Errorf("ferry %s: took %s, or retried:\n%s", what, took, tail(out))
+		}
+	}
+}
+
 // TestLostConnectionRetriedThenGivenUp: a connection that worked and is
 // then lost is retried ("connection lost" and attempts in the log), up to
 // --retry-for; then ferry exits 1 naming the last error.
@@ -165,4 +200,115 @@ func TestLostConnectionRetriedThenGivenUp(t *testing.T) {
 	}
 	t.Logf("gave up %s after the proxy closed: %s", took.Round(time.Millisecond), log[strings.LastIndex(log, "ferry: "):])
 	assertNoSecret(t, "ferry run", log)
+}
+
+// chDatabaseExists asks ClickHouse whether database name exists.
+func (e *opsEnv) chDatabaseExists(name string) bool {
+	e.t.Helper()
+	opts, err := ch.ParseDSN(e.chURL)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	conn, err := ch.Open(opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer conn.Close()
+	var n uint64
+	if err := conn.QueryRow(context.Background(), "SELECT count() FROM system.databases WHERE name = '"+name+"'").Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n > 0
+}
+
+// chTables lists the tables of ClickHouse database db with their rows.
+func (e *opsEnv) chTables(db string) []string {
+	e.t.Helper()
+	opts, err := ch.ParseDSN(e.chURL)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	conn, err := ch.Open(opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer conn.Close()
+	rows, err := conn.Query(context.Background(), "SELECT name FROM system.tables WHERE database = '"+db+"'")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			e.t.Fatal(err)
+		}
+		var count uint64
+		_ = conn.QueryRow(context.Background(), "SELECT count() FROM "+db+"."+n).Scan(&count)
+		names = append(names, fmt.Sprintf("%s (%d rows)", n, count))
+	}
+	return names
+}
+
+// TestFailedFirstStartLeavesNoDatabase: a first start of ferry run that
+// fails (PostgreSQL refuses the connection; the publication cannot be
+// created, as the role does not own the table) drops the ClickHouse
+// database it created, and says so; a database that was there before is
+// left alone. Before, both failures left an empty database behind, with
+// only ferry's bookkeeping tables in it.
+func TestFailedFirstStartLeavesNoDatabase(t *testing.T) {
+	e := newOpsEnv(t)
+	u, _ := url.Parse(os.Getenv("FERRY_PG_URL"))
+	u.Path = "/" + e.name
+	owner, err := pgx.Connect(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close(context.Background())
+	// A table of another owner: the role may read it, but not publish it.
+	for _, s := range []string{"CREATE TABLE foreign_owned (id int PRIMARY KEY)", "GRANT SELECT ON foreign_owned TO " + e.name} {
+		if _, err := owner.Exec(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := freeAddr(t)
+	u, _ = url.Parse(e.pgURL)
+	u.Host = closed
+	nowhere := u.String()
+	for _, c := range []struct {
+		name, pg string
+		extra    []string
+		existed  bool
+		want     string
+	}{
+		{"closed port", nowhere, nil, false, "nothing listens at " + closed},
+		{"publication refused", e.pgURL, []string{"--tables", "public.foreign_owned", "--publication", e.name}, false, "foreign_owned"},
+		{"database there before", nowhere, nil, true, "nothing listens at " + closed},
+	} {
+		if err := e.chExec("DROP DATABASE IF EXISTS " + e.name); err != nil {
+			t.Fatal(err)
+		}
+		if c.existed {
+			if err := e.chExec("CREATE DATABASE " + e.name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		args := append([]string{"run", "--catch-up", "--metrics-addr", "", "--slot", e.name, "--pg", c.pg,
+			"--ch", e.chURL, "--ch-database", e.name}, c.extra...)
+		out, code, took := runToEnd(t, args...)
+		t.Logf("%s: exit %d after %s: %s", c.name, code, took.Round(time.Millisecond), out[strings.LastIndex(out, "ferry: "):])
+		if code != 1 || !strings.Contains(out, c.want) {
+			t.Errorf("%s: exit %d, want 1 and %q in the output:\n%s", c.name, code, c.want, tail(out))
+		}
+		said := strings.Contains(out, "ferry dropped ClickHouse database "+e.name+" again")
+		exists := e.chDatabaseExists(e.name)
+		if c.existed && (!exists || said) {
+			t.Errorf("%s: a database that was there before: exists %v afterwards, drop reported %v", c.name, exists, said)
+		}
+		if !c.existed && (exists || !said) {
+			t.Errorf("%s: the database ferry created: exists %v afterwards (tables %v), drop reported %v:\n%s",
+				c.name, exists, e.chTables(e.name), said, tail(out))
+		}
+	}
 }

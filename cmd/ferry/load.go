@@ -22,6 +22,7 @@ type loadCmd struct {
 	kafkaFlags
 	Group         string        `help:"Consumer group; loaders of one group share the partitions." default:"ferry-loader" env:"FERRY_KAFKA_GROUP"`
 	CatchUp       bool          `name:"catch-up" help:"Exit 0 once everything on the topics at the start is in ClickHouse."`
+	RetryFor      time.Duration `name:"retry-for" help:"Give up once lost connections (Kafka, ClickHouse) have been retried this long (Kafka and ClickHouse not reached since the start are not retried). 0: for ever; with --catch-up 5m." default:"0s" env:"FERRY_RETRY_FOR"`
 	CHFsync       bool          `name:"ch-fsync" help:"Make ClickHouse fsync every inserted part before the INSERT returns (fsync_after_insert, fsync_part_directory on ferry's tables), so a crash of the ClickHouse host cannot lose rows whose WAL ferry confirmed. Costs insert latency." env:"FERRY_CH_FSYNC"`
 	BatchRows     int           `name:"batch-rows" help:"Write when this many rows are pending." default:"50000" env:"FERRY_BATCH_ROWS"`
 	BatchBytes    int           `name:"batch-bytes" help:"Write when the pending messages hold this many bytes." default:"33554432" env:"FERRY_BATCH_BYTES"`
@@ -45,6 +46,7 @@ func (c *loadCmd) Run(ctx context.Context, log *zap.Logger) error {
 	}
 	defer sink.Close()
 	l, err := kafka.NewLoader(kafka.LoadConfig{Client: client, Group: c.Group, CatchUp: c.CatchUp,
+		RetryFor: c.RetryFor, Retryable: clickhouse.IsRetryable,
 		MaxRows: c.BatchRows, MaxBytes: c.BatchBytes, MaxAge: c.BatchAge, FetchMaxBytes: c.FetchMaxBytes}, sink)
 	if err != nil {
 		return err

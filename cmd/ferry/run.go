@@ -58,12 +58,38 @@ func (c *runCmd) Run(ctx context.Context, log *zap.Logger) error {
 		return err
 	}
 	defer sink.Close()
+	existed, err := sink.DatabaseExists(ctx)
+	if err != nil {
+		return err
+	}
 	obs := newObserver(newCopyProgress(log))
 	rep, err := replicator.New(c.replicatorConfig(log, obs), sink, sink, sink.Capabilities(), clickhouse.IsRetryable)
 	if err != nil {
 		return err
 	}
-	return c.runOps(ctx, rep, obs, log)
+	err = c.runOps(ctx, rep, obs, log)
+	if err != nil && !existed {
+		err = dropUnused(sink, log, err)
+	}
+	return err
+}
+
+// dropUnused drops the ClickHouse database a failed run created, when it
+// holds no row but the progress table's (a start that failed before the
+// copy wrote anything or any state was kept), so that a wrong --pg or a missing
+// privilege leaves nothing behind to clean up; it says so after err.
+func dropUnused(sink *clickhouse.Sink, log *zap.Logger, err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dropped, derr := sink.DropIfUnused(ctx)
+	if derr != nil {
+		log.Warn("could not drop the ClickHouse database this run created", zap.String("database", sink.Database()), zap.Error(derr))
+		return err
+	}
+	if !dropped {
+		return err
+	}
+	return fmt.Errorf("%w (ferry dropped ClickHouse database %s again: it created it at this start, and it held nothing)", err, sink.Database())
 }
 
 // replicatorConfig is the replicator's configuration from the flags.

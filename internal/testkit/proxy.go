@@ -39,16 +39,20 @@ func StartProxyOn(host, target string) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]bool{}, resume: make(chan struct{}), done: make(chan struct{})}
-	go p.accept()
+	go p.accept(ln)
 	return p, nil
 }
 
 // Addr is the proxy's host:port.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ln.Addr().String()
+}
 
-func (p *Proxy) accept() {
+func (p *Proxy) accept(ln net.Listener) {
 	for {
-		c, err := p.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
@@ -214,6 +218,29 @@ func (p *Proxy) Reset() {
 	p.ThrottleUp(0)
 }
 
+// Refuse stops listening and cuts every connection: new ones are refused,
+// as by a server that is down, until Listen.
+func (p *Proxy) Refuse() {
+	p.mu.Lock()
+	ln := p.ln
+	p.mu.Unlock()
+	ln.Close()
+	p.Drop()
+}
+
+// Listen accepts connections again on the same address after Refuse.
+func (p *Proxy) Listen() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ln, err := net.Listen("tcp", p.ln.Addr().String())
+	if err != nil {
+		return err
+	}
+	p.ln = ln
+	go p.accept(ln)
+	return nil
+}
+
 // Forwarded is how many bytes clients sent to the target so far.
 func (p *Proxy) Forwarded() int64 { return p.forwarded.Load() }
 
@@ -224,8 +251,9 @@ func (p *Proxy) Close() {
 		close(p.done)
 	}
 	p.closed = true
+	ln := p.ln
 	p.mu.Unlock()
-	p.ln.Close()
+	ln.Close()
 	p.Unstall()
 	p.Drop()
 }

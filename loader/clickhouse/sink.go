@@ -192,7 +192,7 @@ func (s *Sink) connect(ctx context.Context, user string, secure bool) error {
 		if user == "" {
 			user = "default"
 		}
-		return s.red.wrap(err, "clickhouse: cannot reach %s as user %q: is ClickHouse running there, "+
+		return s.red.wrap(err, "clickhouse: cannot reach %s as user %q: check the address in --ch (FERRY_CH_URL): is ClickHouse running there, "+
 			"is that its native TCP port (9000 by default, not the HTTP port 8123), and are the user and password right?",
 			s.host, user)
 	}

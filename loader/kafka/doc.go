@@ -27,6 +27,9 @@
 // truncation reaches every partition, and rows are dropped while their
 // partition has not yet delivered the truncation already applied (which
 // the loader records in the destination, so that a restart knows it).
+// A lost connection to Kafka or to the destination is retried, each
+// attempt from the committed offsets, for LoadConfig.RetryFor; brokers
+// that never answered since the start are not retried.
 //
 // # Key changes
 //

@@ -36,6 +36,7 @@ type env struct {
 	chURL   string
 	pg      *pgx.Conn
 	brokers []string
+	cluster *kfake.Cluster
 	// textCols is replicator.Config.TextColumns for both paths.
 	textCols []string
 }
@@ -68,7 +69,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.brokers = cluster.ListenAddrs()
+	e.brokers, e.cluster = cluster.ListenAddrs(), cluster
 	t.Cleanup(func() {
 		cluster.Close()
 		e.cleanup(base)

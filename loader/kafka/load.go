@@ -47,6 +47,15 @@ type LoadConfig struct {
 	MaxAge   time.Duration
 	// Rescan is how often the loader looks for new table topics. Default 10s.
 	Rescan time.Duration
+	// RetryFor is how long Run retries lost connections (to Kafka or to
+	// the destination) before it gives up with the last error, counted
+	// from the first failure since the loader last ran a minute without
+	// one. A Kafka not reached since the start is not retried. Default 0:
+	// for ever; with CatchUp 5 minutes. ferry load --retry-for.
+	RetryFor time.Duration
+	// Retryable tells the destination's transient errors
+	// (clickhouse.IsRetryable). Default nil: only connection errors.
+	Retryable func(error) bool
 	// FetchMaxBytes is the most a fetch asks the broker for. Default
 	// 16 MiB; keep it at least the publisher's BatchBytes (brokers send a
 	// larger batch anyway, alone, since KIP-74). ferry load
@@ -83,6 +92,9 @@ type Loader struct {
 	// admin asks the brokers for metadata and offsets: one client, so its
 	// transport's connections are reused (caughtUp asks twice a second).
 	admin *kafkago.Client
+	// connected: the brokers answered once since the start, so a failure
+	// is an outage, not a wrong address (see runRetrying).
+	connected bool
 }
 
 // NewLoader returns a Loader writing to dest.
@@ -109,6 +121,9 @@ func NewLoader(cfg LoadConfig, dest Destination) (*Loader, error) {
 	if cfg.FetchMaxBytes <= 0 {
 		cfg.FetchMaxBytes = defaultFetchMaxBytes
 	}
+	if cfg.RetryFor <= 0 && cfg.CatchUp {
+		cfg.RetryFor = defaultCatchUpRetry
+	}
 	store, _ := dest.(loader.TableStateStore)
 	return &Loader{cfg: cfg, dest: dest, log: cfg.Logger, schemas: map[string]schema.Table{}, store: store, cuts: map[string]*cut{},
 		carriers: map[string]bool{}, admin: cfg.admin(),
@@ -119,17 +134,11 @@ func NewLoader(cfg LoadConfig, dest Destination) (*Loader, error) {
 var errRescan = errors.New("table topics changed")
 
 // Run consumes until ctx is done (after writing and committing what it
-// read) or, with CatchUp, until the start's end offsets are loaded.
+// read) or, with CatchUp, until the start's end offsets are loaded. Lost
+// connections are retried for RetryFor (see runRetrying).
 func (l *Loader) Run(ctx context.Context) error {
 	defer l.closeAdmin()
-	err := l.run(ctx)
-	if err != nil && ctx.Err() != nil {
-		// Stopped between sessions (listing topics, reading end offsets):
-		// nothing is committed that is not written.
-		l.log.Info("stopped", zap.NamedError("interrupted", err))
-		return nil
-	}
-	return err
+	return l.runRetrying(ctx)
 }
 
 func (l *Loader) run(ctx context.Context) error {
@@ -157,7 +166,17 @@ func (l *Loader) run(ctx context.Context) error {
 			}
 		}
 		err = l.session(ctx, topics, ends)
+		var stalledSince time.Time
 		for errors.Is(err, errStalled) { // the same topics, up to the same ends
+			if stalledSince.IsZero() || len(l.read) > 0 {
+				stalledSince = time.Now().Add(-stallRejoin)
+			}
+			if limit := l.cfg.RetryFor; limit > 0 && time.Since(stalledSince) >= limit {
+				return fmt.Errorf("kafka: catching up, group %s read nothing for %s while behind (--retry-for sets how long): "+
+					"check that this host reaches the brokers at the addresses they advertise (advertised.listeners) "+
+					"and what the group's other members do (kafka-consumer-groups.sh --describe --group %s)",
+					l.cfg.Group, time.Since(stalledSince).Round(time.Second), l.cfg.Group)
+			}
 			err = l.session(ctx, topics, ends)
 		}
 		if !errors.Is(err, errRescan) {
@@ -333,6 +352,7 @@ func (l *Loader) tableTopics(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, l.cfg.explainUnreachable(fmt.Errorf("kafka: list topics on %v: %w", l.cfg.Brokers, err))
 	}
+	l.connected = true
 	var topics []string
 	for _, t := range md.Topics {
 		if strings.HasPrefix(t.Name, l.cfg.TopicPrefix+".") && t.Name != l.cfg.StateTopic() && t.Name != l.cfg.SchemaTopic() {
