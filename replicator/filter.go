@@ -82,7 +82,9 @@ func splitRowFilter(e string) (table, cond string, err error) {
 			quoted = !quoted
 		case e[i] == ':' && !quoted:
 			table, cond = strings.TrimSpace(e[:i]), strings.TrimSpace(e[i+1:])
-			if len(cond) >= 6 && strings.EqualFold(cond[:5], "where") && (cond[5] == ' ' || cond[5] == '\t' || cond[5] == '(' || cond[5] == '\n') {
+			if strings.EqualFold(cond, "where") {
+				cond = ""
+			} else if len(cond) > 5 && strings.EqualFold(cond[:5], "where") && strings.ContainsRune(" \t\n(", rune(cond[5])) {
 				cond = strings.TrimSpace(cond[5:])
 			}
 			if cond == "" {
