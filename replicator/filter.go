@@ -303,3 +303,26 @@ func anyFiltered(rels []*relation, appendOnly bool) bool {
 	}
 	return false
 }
+
+// publishedColumns narrows kept to the columns of the table's column list
+// in ferry's publications, which lacks those added to the table after the
+// list was set; kept as it is when no publication lists the table.
+func (r *Replicator) publishedColumns(ctx context.Context, conn *pgx.Conn, ref tableRef, kept []int) ([]int, error) {
+	var attrs []int16
+	err := conn.QueryRow(ctx, `SELECT r.prattrs::int2[] FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid
+		WHERE p.pubname IN ($1, $2) AND r.prrelid = $3 AND r.prattrs IS NOT NULL LIMIT 1`,
+		r.cfg.Publication, r.cfg.Publication+"_append", ref.OID).Scan(&attrs)
+	if err == pgx.ErrNoRows {
+		return kept, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up the column list of %s: %w", ref, err)
+	}
+	var out []int
+	for _, a := range kept {
+		if slices.Contains(attrs, int16(a)) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}

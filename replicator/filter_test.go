@@ -80,6 +80,20 @@ func TestRowFilterAndColumnList(t *testing.T) {
 	if got := e.chStrings("SELECT toString(count()) FROM " + e.table("orders") + " FINAL WHERE id = 3 AND _ferry_deleted = 0"); got[0][0] != "0" {
 		t.Errorf("the row that left the filter is still live in ClickHouse")
 	}
+
+	// A column added later is outside orders' column list, so it stays
+	// out of ClickHouse; pay, with no column list, gains it.
+	e.exec(`ALTER TABLE orders ADD COLUMN extra int DEFAULT 7`, `ALTER TABLE pay ADD COLUMN extra int DEFAULT 7`,
+		`UPDATE orders SET amount = 0, extra = 8 WHERE id = 12`, `INSERT INTO orders VALUES (100003, 'us', 3, 'z', 9)`,
+		`UPDATE pay SET extra = 8 WHERE id = 50`)
+	e.mustCatchUp(cfg)
+	check("after columns were added")
+	sameRows(t, "ClickHouse columns of orders after a column was added",
+		e.chStrings("SELECT name FROM system.columns WHERE database = '"+e.db+"' AND table = 'orders' AND name NOT LIKE '\\_ferry%' ORDER BY name"),
+		[][]string{{"amount"}, {"id"}, {"region"}})
+	sameRows(t, "pay's added column",
+		e.chStrings("SELECT toString(id), toString(extra) FROM "+e.table("pay")+" FINAL WHERE _ferry_deleted = 0 AND id >= 49 ORDER BY id"),
+		e.pgStrings(`SELECT id, extra FROM pay WHERE amount > 200 AND id >= 49 ORDER BY id`))
 }
 
 // TestFilterRefusals checks that ferry refuses, before it changes

@@ -53,3 +53,18 @@ func TestCopySQLFilter(t *testing.T) {
 		}
 	}
 }
+
+func TestFilterServerGate(t *testing.T) {
+	for _, c := range []struct {
+		major int
+		ok    bool
+	}{{13, false}, {14, false}, {15, true}, {17, true}, {0, true}} {
+		err := checkFilterServer(c.major)
+		if (err == nil) != c.ok {
+			t.Errorf("PostgreSQL %d: %v", c.major, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "PostgreSQL 15 or later") {
+			t.Errorf("PostgreSQL %d: the error does not say what is needed: %v", c.major, err)
+		}
+	}
+}

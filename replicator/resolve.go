@@ -72,7 +72,13 @@ func (r *Replicator) relations(ctx context.Context, conn *pgx.Conn, refs []table
 				if err := checkFilter(ctx, conn, ref, d, f); err != nil {
 					return nil, err
 				}
-				d.restrict(keptColumns(d, f), f.where, f.exclude)
+				kept := keptColumns(d, f)
+				if r.publishedKept && kept != nil {
+					if kept, err = r.publishedColumns(ctx, conn, ref, kept); err != nil {
+						return nil, err
+					}
+				}
+				d.restrict(kept, f.where, f.exclude)
 			}
 			d.keyNullsApart() // its ClickHouse rows are all still to be written
 		}
@@ -263,7 +269,7 @@ func quotedList(rels []*relation, appendOnly bool) string {
 // Tables resolves the tables Run would replicate, mapped for caps, without
 // changing anything in PostgreSQL (ferry verify uses it).
 func Tables(ctx context.Context, cfg Config, caps schema.Capabilities) ([]*schema.TableMap, error) {
-	r := &Replicator{cfg: cfg.withDefaults(), caps: caps}
+	r := &Replicator{cfg: cfg.withDefaults(), caps: caps, publishedKept: true}
 	r.log = r.cfg.Logger
 	var err error
 	if r.textCols, err = textColumnSet(r.cfg.TextColumns); err != nil {

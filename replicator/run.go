@@ -29,6 +29,9 @@ type Replicator struct {
 	retryable func(error) bool
 	textCols  map[string]map[string]bool // Config.TextColumns by schema.table
 	filters   map[string]*tableFilter    // Config.ExcludeColumns and RowFilters by schema.table
+	// publishedKept: a table's kept columns are those of its publication's
+	// column list, which leaves out columns added since (Tables, for verify).
+	publishedKept bool
 	// connected: a cycle reached PostgreSQL once. Until then a failure to
 	// connect ends Run instead of being retried.
 	connected bool
