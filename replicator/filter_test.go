@@ -9,6 +9,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/ferry-cdc/ferry/replicator"
 )
 
 // TestRowFilterAndColumnList replicates two filtered tables: orders, big
@@ -156,4 +158,25 @@ func TestFilterRefusals(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "row filter was WHERE id > 0, now WHERE id > 1") || !strings.Contains(err.Error(), "ferry teardown") {
 		t.Fatalf("a changed filter: %v", err)
 	}
+
+	// The way out the error names: a teardown, then a start that copies
+	// anew under the new filter (k's rows of id > 1 only).
+	e.exec(`INSERT INTO k VALUES (2, 2, 'y'), (3, 3, 'z')`)
+	if _, err := replicator.Teardown(t.Context(), cfg, replicator.TeardownOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.mustCatchUp(cfg)
+	sameRows(t, "k under the new filter", e.chStrings("SELECT toString(id) FROM "+e.table("k")+" FINAL WHERE _ferry_deleted = 0 ORDER BY id"),
+		[][]string{{"2"}, {"3"}})
+	e.verifyAll(cfg)
+
+	// The same for a column list: the new copy's ClickHouse table lacks b.
+	cfg.ExcludeColumns = []string{"public.k.b"}
+	if _, err := replicator.Teardown(t.Context(), cfg, replicator.TeardownOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.mustCatchUp(cfg)
+	sameRows(t, "k's columns without b", e.chStrings("SELECT name FROM system.columns WHERE database = '"+e.db+"' AND table = 'k' AND name NOT LIKE '\\_ferry%' ORDER BY name"),
+		[][]string{{"a"}, {"id"}})
+	e.verifyAll(cfg)
 }
