@@ -180,3 +180,41 @@ func TestFilterRefusals(t *testing.T) {
 		[][]string{{"a"}, {"id"}})
 	e.verifyAll(cfg)
 }
+
+// TestFilterAppendOnlyAndAdded: an append-only table may exclude any
+// column and filter on any (only inserts are published); and a filtered
+// table added to --tables on a restart joins its publication with the
+// filter, its copy under it.
+func TestFilterAppendOnlyAndAdded(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE ev (id int, kind text NOT NULL, body text NOT NULL)`,
+		`INSERT INTO ev SELECT g, (ARRAY['click','view'])[g % 2 + 1], 'b' || g FROM generate_series(1, 100) g`,
+		`CREATE TABLE k (id int PRIMARY KEY, a int NOT NULL, b text NOT NULL)`,
+		`INSERT INTO k SELECT g, g, 'x' || g FROM generate_series(1, 20) g`,
+		`CREATE TABLE late (id int PRIMARY KEY, a int NOT NULL, b text NOT NULL)`,
+		`INSERT INTO late SELECT g, g, 'y' || g FROM generate_series(1, 20) g`)
+	cfg := e.config()
+	cfg.Tables = []string{"public.k"}
+	cfg.AppendOnly = []string{"public.ev"}
+	cfg.ExcludeColumns = []string{"public.ev.id"}
+	cfg.RowFilters = []string{"public.ev:WHERE kind = 'click'"}
+	e.mustCatchUp(cfg)
+	e.exec(`INSERT INTO ev VALUES (101, 'click', 'new'), (102, 'view', 'new')`)
+	e.mustCatchUp(cfg)
+	sameRows(t, "ev", e.chStrings("SELECT kind, body FROM "+e.table("ev")+" ORDER BY body"),
+		e.pgStrings(`SELECT kind, body FROM ev WHERE kind = 'click' ORDER BY body COLLATE "C"`))
+	sameRows(t, "ev's columns", e.chStrings("SELECT name FROM system.columns WHERE database = '"+e.db+"' AND table = 'ev' AND name NOT LIKE '\\_ferry%' ORDER BY name"),
+		[][]string{{"body"}, {"kind"}})
+
+	cfg.Tables = []string{"public.k", "public.late"}
+	cfg.ExcludeColumns = append(cfg.ExcludeColumns, "public.late.b")
+	cfg.RowFilters = append(cfg.RowFilters, "public.late:WHERE id % 2 = 0")
+	e.mustCatchUp(cfg)
+	e.exec(`UPDATE late SET id = id + 1000 WHERE id IN (2, 3)`, `INSERT INTO late VALUES (40, 1, 'z'), (41, 1, 'z')`, `UPDATE k SET a = 0 WHERE id = 1`)
+	e.mustCatchUp(cfg)
+	sameRows(t, "late", e.chStrings("SELECT toString(id), toString(a) FROM "+e.table("late")+" FINAL WHERE _ferry_deleted = 0 ORDER BY id"),
+		e.pgStrings(`SELECT id, a FROM late WHERE id % 2 = 0 ORDER BY id`))
+	sameRows(t, "late's columns", e.chStrings("SELECT name FROM system.columns WHERE database = '"+e.db+"' AND table = 'late' AND name NOT LIKE '\\_ferry%' ORDER BY name"),
+		[][]string{{"a"}, {"id"}})
+	e.verifyAll(cfg)
+}
