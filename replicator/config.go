@@ -28,6 +28,14 @@ type Config struct {
 	// TextColumns lists "schema.table.column" names sent as String in
 	// PostgreSQL's text form, whatever their type. Default none.
 	TextColumns []string
+	// ExcludeColumns lists "schema.table.column" names left out of the
+	// publication's column list, so their values never leave PostgreSQL and
+	// the ClickHouse table lacks them. PostgreSQL 15 and later. Default none.
+	ExcludeColumns []string
+	// RowFilters lists "schema.table:WHERE condition" entries, one per
+	// table: the publication's row filter and the copies' condition.
+	// PostgreSQL 15 and later. Default none.
+	RowFilters []string
 	// CatchUp makes Run return nil once every transaction committed before
 	// it started is stored. Default false: stream until ctx is done.
 	CatchUp bool

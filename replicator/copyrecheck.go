@@ -46,6 +46,7 @@ func changedSinceSnapshot(ctx context.Context, conn, fresh *pgx.Conn, rel *relat
 	if err != nil {
 		return "", fmt.Errorf("copy of %s: %w", rel.ref, err)
 	}
+	now.restrict(rel.doc.Kept, rel.doc.RowFilter, rel.doc.Excluded)
 	if !sameColumns(rel.doc.Columns, now.doc.Columns) {
 		return "", fmt.Errorf("%w: the columns of %s changed after ferry read them; copying again from a new slot", errChangedAtStart, rel.ref)
 	}

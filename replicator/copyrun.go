@@ -327,7 +327,7 @@ func (w *copyWorker) copyRange(ctx context.Context, t copyTask) error {
 	if w.batch.Rows == nil {
 		w.batch.Rows = make([]loader.Row, 0, min(maxRows, 1<<16))
 	}
-	sql := copySQL(j.src.table, j.src.read, t.rng)
+	sql := copySQL(j.src.table, j.src.read, t.rng, j.src.where)
 	if _, err := w.conn.PgConn().CopyTo(ctx, reader, sql); err != nil {
 		return fmt.Errorf("initial copy of %s: %w", j.rel.ref, err)
 	}

@@ -107,6 +107,7 @@ func (s *stream) evolve(ctx context.Context, rel *relation, d described, byAttnu
 	if rel.ref.AppendOnly {
 		d.table.AppendOnly = true
 	}
+	d.restrict(rel.doc.Kept, rel.doc.RowFilter, rel.doc.Excluded)
 	d.table.FullRow = d.ident == 'f' && !hasKey(d.table) && !d.table.AppendOnly
 	if err := applyTextColumns(&d.table, s.rep.textCols[rel.ref.String()]); err != nil {
 		return err

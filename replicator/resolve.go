@@ -3,6 +3,7 @@ package replicator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -42,19 +43,44 @@ func (r *Replicator) resolve(ctx context.Context, conn *pgx.Conn, stored map[uin
 func (r *Replicator) relations(ctx context.Context, conn *pgx.Conn, refs []tableRef, stored map[uint32]catalogTable) ([]*relation, error) {
 	var rels []*relation
 	var noIdentity []string
+	if r.hasFilters() {
+		if err := checkFilterServer(serverMajor(conn.PgConn())); err != nil {
+			return nil, err
+		}
+		if err := r.filtersNamed(refs); err != nil {
+			return nil, err
+		}
+	}
 	for _, ref := range refs {
 		if err := canSelect(ctx, conn, ref); err != nil {
 			return nil, err
 		}
 		d, err := describeTable(ctx, conn, ref)
-		if doc, ok := stored[ref.OID]; ok {
-			d, err = doc.described(ref.AppendOnly), nil
-			ref.Schema, ref.Name = doc.Schema, doc.Name
-		} else {
-			d.keyNullsApart() // its ClickHouse rows are all still to be written
-		}
 		if err != nil {
 			return nil, err
+		}
+		f := r.filterOf(ref)
+		if doc, ok := stored[ref.OID]; ok {
+			if why := sameFilter(doc, f); why != "" {
+				return nil, fmt.Errorf("table %s: its ClickHouse table was made under another filter (%s). The slot cannot replay the table's past under a new filter: "+
+					"go back to the previous --exclude-columns/--row-filter, or run ferry teardown and start again to copy every table anew", ref, why)
+			}
+			d = doc.described(ref.AppendOnly)
+			ref.Schema, ref.Name = doc.Schema, doc.Name
+		} else {
+			if f != nil {
+				if err := checkFilter(ctx, conn, ref, d, f); err != nil {
+					return nil, err
+				}
+				kept := keptColumns(d, f)
+				if r.publishedKept && kept != nil {
+					if kept, err = r.publishedColumns(ctx, conn, ref, kept); err != nil {
+						return nil, err
+					}
+				}
+				d.restrict(kept, f.where, f.exclude)
+			}
+			d.keyNullsApart() // its ClickHouse rows are all still to be written
 		}
 		if !ref.AppendOnly && !hasIdentity(d) {
 			noIdentity = append(noIdentity, ref.String())
@@ -87,6 +113,17 @@ func (r *Replicator) relations(ctx context.Context, conn *pgx.Conn, refs []table
 			zap.Strings("tables", noIdentity))
 	}
 	return rels, nil
+}
+
+// filtersNamed refuses filters of tables that are not replicated, which
+// are most likely typos.
+func (r *Replicator) filtersNamed(refs []tableRef) error {
+	for name := range r.filters {
+		if !slices.ContainsFunc(refs, func(ref tableRef) bool { return ref.String() == name }) {
+			return fmt.Errorf("--exclude-columns or --row-filter names table %s, which ferry does not replicate: check the name, or add it to --tables", name)
+		}
+	}
+	return nil
 }
 
 // published returns the table with this OID if one of ferry's
@@ -223,7 +260,7 @@ func quotedList(rels []*relation, appendOnly bool) string {
 	var parts []string
 	for _, rel := range rels {
 		if rel.ref.AppendOnly == appendOnly {
-			parts = append(parts, schema.QuotePG(rel.ref.Schema)+"."+schema.QuotePG(rel.ref.Name))
+			parts = append(parts, rel.publishedAs())
 		}
 	}
 	return strings.Join(parts, ", ")
@@ -232,10 +269,13 @@ func quotedList(rels []*relation, appendOnly bool) string {
 // Tables resolves the tables Run would replicate, mapped for caps, without
 // changing anything in PostgreSQL (ferry verify uses it).
 func Tables(ctx context.Context, cfg Config, caps schema.Capabilities) ([]*schema.TableMap, error) {
-	r := &Replicator{cfg: cfg.withDefaults(), caps: caps}
+	r := &Replicator{cfg: cfg.withDefaults(), caps: caps, publishedKept: true}
 	r.log = r.cfg.Logger
 	var err error
 	if r.textCols, err = textColumnSet(r.cfg.TextColumns); err != nil {
+		return nil, err
+	}
+	if r.filters, err = filterSet(r.cfg.ExcludeColumns, r.cfg.RowFilters); err != nil {
 		return nil, err
 	}
 	conn, err := connect(ctx, r.cfg.ConnString)

@@ -28,6 +28,10 @@ type Replicator struct {
 	// terminal one. Default: every error is terminal.
 	retryable func(error) bool
 	textCols  map[string]map[string]bool // Config.TextColumns by schema.table
+	filters   map[string]*tableFilter    // Config.ExcludeColumns and RowFilters by schema.table
+	// publishedKept: a table's kept columns are those of its publication's
+	// column list, which leaves out columns added since (Tables, for verify).
+	publishedKept bool
 	// connected: a cycle reached PostgreSQL once. Until then a failure to
 	// connect ends Run instead of being retried.
 	connected bool
@@ -52,7 +56,11 @@ func New(cfg Config, sink loader.Sink, store loader.SnapshotStore, caps schema.C
 	if err != nil {
 		return nil, err
 	}
-	return &Replicator{cfg: cfg, sink: sink, store: store, caps: caps, textCols: textCols,
+	filters, err := filterSet(cfg.ExcludeColumns, cfg.RowFilters)
+	if err != nil {
+		return nil, err
+	}
+	return &Replicator{cfg: cfg, sink: sink, store: store, caps: caps, textCols: textCols, filters: filters,
 		log: cfg.Logger.With(zap.String("component", "replicator")), retryable: retryable}, nil
 }
 

@@ -83,6 +83,15 @@ func setPublication(ctx context.Context, conn *pgx.Conn, name string, rels []*re
 	for _, p := range published {
 		same = same && want[p.OID]
 	}
+	// A filter is set anew whenever one is wanted or one is there: the
+	// catalog's normalized form of a condition does not compare with ours.
+	if same {
+		filtered, err := publicationFiltered(ctx, conn, name)
+		if err != nil {
+			return err
+		}
+		same = !filtered && !anyFiltered(rels, appendOnly)
+	}
 	if !same {
 		if err := execPub(ctx, conn, name, "ALTER PUBLICATION "+schema.QuotePG(name)+" SET TABLE "+list); err != nil {
 			return publicationDiff(err, published, rels, appendOnly)
@@ -169,7 +178,7 @@ func (r *Replicator) publishMissing(ctx context.Context, conn *pgx.Conn, pub str
 		if rel.ref.AppendOnly != appendOnly || in[rel.ref.OID] {
 			continue
 		}
-		if err := execPub(ctx, conn, pub, "ALTER PUBLICATION "+schema.QuotePG(pub)+" ADD TABLE "+rel.ref.quoted()); err != nil {
+		if err := execPub(ctx, conn, pub, "ALTER PUBLICATION "+schema.QuotePG(pub)+" ADD TABLE "+rel.publishedAs()); err != nil {
 			return nil, err
 		}
 		r.log.Info("added a table to the publication; its rows will be copied", zap.String("publication", pub), zap.Stringer("table", rel.ref))

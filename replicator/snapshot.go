@@ -131,13 +131,14 @@ func (r *Replicator) copyFresh(ctx context.Context, rel *relation, target *schem
 type source struct {
 	table        tableRef // the table as it is named now
 	read         []string // current names of the columns read, in order
+	where        string   // the row filter (schema.Table.RowFilter); "" for every row
 	from         []int    // per stream column, its index in read; -1 for a placeholder
 	placeholders int
 }
 
 // allColumns reads every stream column as it is named.
 func allColumns(rel *relation) source {
-	src := source{table: rel.ref}
+	src := source{table: rel.ref, where: rel.tm.Source.RowFilter}
 	for i, c := range rel.tm.Source.Columns {
 		src.read = append(src.read, c.Name)
 		src.from = append(src.from, i)
@@ -149,7 +150,7 @@ func allColumns(rel *relation) source {
 // by attnum where both are known (a rename keeps it), else by name, and
 // only when the declared type is the same.
 func project(rel *relation, now described) source {
-	src := source{table: tableRef{OID: rel.ref.OID, Schema: now.table.Schema, Name: now.table.Name}}
+	src := source{table: tableRef{OID: rel.ref.OID, Schema: now.table.Schema, Name: now.table.Name}, where: rel.tm.Source.RowFilter}
 	for i, c := range rel.tm.Source.Columns {
 		j := -1
 		for k, nc := range now.table.Columns {
@@ -208,10 +209,12 @@ func (rel *relation) copyKey(fields [][]byte, from []int) string {
 	})
 }
 
-// copySQL reads columns of a table, the rows of pages rng; the SELECT form
-// also works for a partitioned table, whose rows live in its partitions.
-// With no columns it still reads one (empty) field per row.
-func copySQL(ref tableRef, cols []string, rng pageRange) string {
+// copySQL reads columns of a table, the rows of pages rng that satisfy
+// where (any when ""); the SELECT form also works for a partitioned table,
+// whose rows live in its partitions. With no columns it still reads one
+// (empty) field per row. The filter is one more condition beside the
+// range's: the ranges still split the rows it keeps exactly.
+func copySQL(ref tableRef, cols []string, rng pageRange, where string) string {
 	list := "''"
 	if len(cols) > 0 {
 		quoted := make([]string, len(cols))
@@ -220,7 +223,15 @@ func copySQL(ref tableRef, cols []string, rng pageRange) string {
 		}
 		list = strings.Join(quoted, ", ")
 	}
-	return fmt.Sprintf("COPY (SELECT %s FROM %s%s) TO STDOUT", list, ref.quoted(), rng.where())
+	cond := rng.where()
+	if where != "" {
+		if cond == "" {
+			cond = " WHERE (" + where + ")"
+		} else {
+			cond = " WHERE (" + where + ") AND" + cond[len(" WHERE"):]
+		}
+	}
+	return fmt.Sprintf("COPY (SELECT %s FROM %s%s) TO STDOUT", list, ref.quoted(), cond)
 }
 
 func (r tableRef) quoted() string { return schema.QuotePG(r.Schema) + "." + schema.QuotePG(r.Name) }

@@ -45,6 +45,10 @@ type Table struct {
 	// (AppendRowKeyValue). Tables whose ClickHouse rows were keyed before
 	// ferry did so keep the old keys until the table is copied anew.
 	DistinctNull bool `json:",omitempty"`
+	// RowFilter is the PostgreSQL condition (without WHERE) the replicated
+	// rows satisfy: the publication's row filter, which copies and verify
+	// apply too. "" for every row.
+	RowFilter string `json:",omitempty"`
 }
 
 // QualifiedName is the table's PostgreSQL name, quoted for SQL.

@@ -22,7 +22,8 @@ type checkCmd struct {
 // any would stop ferry run.
 func (c *checkCmd) Run(ctx context.Context, log *zap.Logger) error {
 	cfg := replicator.Config{ConnString: c.PG, Slot: c.Slot, Publication: c.Publication, Tables: c.Tables,
-		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns, Logger: zap.NewNop()}
+		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns,
+		ExcludeColumns: c.ExcludeColumns, RowFilters: c.RowFilter, Logger: zap.NewNop()}
 	var ps []replicator.Problem
 	var info []string
 	found, err := replicator.Check(ctx, cfg)

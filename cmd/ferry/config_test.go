@@ -144,3 +144,39 @@ func TestConfigPrint(t *testing.T) {
 		}
 	}
 }
+
+// TestFilterFlags: a row filter's commas stay in its condition, from the
+// command line and from the config file, and both lists reach the
+// replicator's configuration.
+func TestFilterFlags(t *testing.T) {
+	clearFerryEnv(t)
+	path := writeConfig(t, `
+pg: postgres://file@db/app
+exclude-columns: [public.users.email, public.users.phone]
+row-filter:
+  - "public.orders:WHERE region IN ('eu', 'us')"
+  - "public.users:WHERE id > 10"
+`)
+	c, _, err := parse(t, "--config", path, "run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.Run.replicatorConfig(nil, nil)
+	if got := strings.Join(cfg.ExcludeColumns, "|"); got != "public.users.email|public.users.phone" {
+		t.Errorf("exclude-columns from the file: %q", got)
+	}
+	if got := strings.Join(cfg.RowFilters, "|"); got != "public.orders:WHERE region IN ('eu', 'us')|public.users:WHERE id > 10" {
+		t.Errorf("row-filter from the file: %q", got)
+	}
+	c, _, err = parse(t, "--config", path, "run", "--row-filter", "public.t:WHERE a IN (1, 2)", "--row-filter", "public.u:b = 'x,y'",
+		"--exclude-columns", "public.t.c,public.t.d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.Run.RowFilter, "|"); got != "public.t:WHERE a IN (1, 2)|public.u:b = 'x,y'" {
+		t.Errorf("row-filter flags: %q", got)
+	}
+	if got := strings.Join(c.Run.ExcludeColumns, "|"); got != "public.t.c|public.t.d" {
+		t.Errorf("exclude-columns flag: %q", got)
+	}
+}

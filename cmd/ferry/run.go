@@ -30,6 +30,9 @@ type tableFlags struct {
 	Publication string   `help:"Publication (created when missing)." default:"ferry" env:"FERRY_PUBLICATION"`
 	AppendOnly  []string `name:"append-only" help:"Tables to replicate insert-only (no replica identity needed)." env:"FERRY_APPEND_ONLY"`
 	TextColumns []string `name:"text-columns" help:"Columns (schema.table.column,...) to replicate as String in PostgreSQL's text form." env:"FERRY_TEXT_COLUMNS"`
+	// Filters apply in the publication, so they need PostgreSQL 15.
+	ExcludeColumns []string `name:"exclude-columns" help:"Columns (schema.table.column,...) left out of the publication's column list: their values never leave PostgreSQL (PostgreSQL 15+)." env:"FERRY_EXCLUDE_COLUMNS"`
+	RowFilter      []string `name:"row-filter" sep:"none" help:"Rows to replicate of one table, 'schema.table:WHERE condition'; repeat the flag per table. The publication's row filter (PostgreSQL 15+); with UPDATE and DELETE it may use only replica identity columns." env:"FERRY_ROW_FILTER"`
 }
 
 type runCmd struct {
@@ -101,6 +104,8 @@ func (c *runCmd) replicatorConfig(log *zap.Logger, obs *observer) replicator.Con
 		Tables:         c.Tables,
 		AppendOnly:     c.AppendOnly,
 		TextColumns:    c.TextColumns,
+		ExcludeColumns: c.ExcludeColumns,
+		RowFilters:     c.RowFilter,
 		CatchUp:        c.CatchUp,
 		RetryFor:       c.RetryFor,
 		Batch:          replicator.BatchConfig{MaxRows: c.BatchRows, MaxBytes: c.BatchBytes, MaxAge: c.BatchAge},

@@ -26,7 +26,8 @@ var errNotConfirmed = errors.New("nothing done: pass --yes to tear down")
 
 func (c *teardownCmd) Run(ctx context.Context, log *zap.Logger) error {
 	cfg := replicator.Config{ConnString: c.PG, Slot: c.Slot, Publication: c.Publication, Tables: c.Tables,
-		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns, Logger: zap.NewNop()}
+		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns,
+		ExcludeColumns: c.ExcludeColumns, RowFilters: c.RowFilter, Logger: zap.NewNop()}
 	var chTables []string
 	var sink *clickhouse.Sink
 	if c.DropClickHouse {

@@ -28,7 +28,8 @@ func (c *verifyCmd) Run(ctx context.Context, log *zap.Logger) error {
 	defer sink.Close()
 	tms, err := replicator.Tables(ctx, replicator.Config{
 		ConnString: c.PG, Publication: c.Publication, Tables: c.Tables,
-		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns, Logger: log,
+		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns,
+		ExcludeColumns: c.ExcludeColumns, RowFilters: c.RowFilter, Logger: log,
 	}, sink.Capabilities())
 	if err != nil {
 		return err
