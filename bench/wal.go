@@ -52,7 +52,9 @@ func openWALReader(ctx context.Context, db *pgxpool.Pool, bin string, versionNum
 	}
 	var dataDir, segment string
 	var oid uint32
-	if err := db.QueryRow(ctx, `SELECT current_setting('data_directory'), pg_walfile_name(pg_current_wal_insert_lsn()),
+	// The flush position's segment, not the insert position's: WAL inserted
+	// into buffers may lie in a segment whose file is not created yet.
+	if err := db.QueryRow(ctx, `SELECT current_setting('data_directory'), pg_walfile_name(pg_current_wal_flush_lsn()),
 		(SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&dataDir, &segment, &oid); err != nil {
 		return nil, fmt.Sprintf("read data_directory (needs superuser or pg_read_all_settings): %v", err)
 	}
