@@ -84,6 +84,7 @@ func TestDebeziumConsumersAccept(t *testing.T) {
 			recs := readTopics(t, e.brokers, "it")
 			checkConsumers(t, recs, schemas)
 			checkArrays(t, recs, schemas)
+			checkSnapshotLast(t, recs, schemas)
 
 			viaKafka := e.chSink("_kafka")
 			if err := e.load(viaKafka, "dbz-loader", 0); err != nil {
@@ -199,6 +200,50 @@ func checkConsumers(t *testing.T, recs []record, schemas bool) {
 	}
 	if keyChange["it.public.items"] != "dc" || keyChange["it.public.full_pk"] != "dc" {
 		t.Errorf("key changes: want d with %s then c with %s, got %v", kafka.DebeziumNewKey, kafka.DebeziumOldKey, keyChange)
+	}
+}
+
+// checkSnapshotLast checks that one row of the initial snapshot says
+// snapshot "last", as Debezium's last snapshot row does, and that no row
+// of the snapshot follows it on its partition.
+func checkSnapshotLast(t *testing.T, recs []record, schemas bool) {
+	t.Helper()
+	type src struct {
+		Snapshot string `json:"snapshot"`
+		LSN      int64  `json:"lsn"`
+	}
+	var lasts []int
+	firstLSN := map[int64]bool{}
+	for i, r := range recs {
+		if r.value == nil {
+			continue
+		}
+		var so src
+		_ = json.Unmarshal(payloadOf(t, r, schemas)["source"], &so)
+		switch so.Snapshot {
+		case "last":
+			lasts = append(lasts, i)
+		case "first":
+			firstLSN[so.LSN] = true
+		}
+	}
+	if len(lasts) != 1 {
+		t.Fatalf("want one record with snapshot \"last\", got %d", len(lasts))
+	}
+	last := recs[lasts[0]]
+	var so src
+	_ = json.Unmarshal(payloadOf(t, last, schemas)["source"], &so)
+	if !firstLSN[so.LSN] || string(payloadOf(t, last, schemas)["op"]) != `"r"` {
+		t.Errorf("the \"last\" record is not a row of the initial snapshot: %s", last.value)
+	}
+	for _, r := range recs[lasts[0]+1:] {
+		if r.topic != last.topic || r.partition != last.partition {
+			continue
+		}
+		if r.value != nil && string(payloadOf(t, r, schemas)["op"]) == `"r"` {
+			t.Errorf("a snapshot row after the \"last\" one on its partition: %s", r.value)
+		}
+		break
 	}
 }
 
