@@ -215,7 +215,8 @@ func (s *Sink) table(ctx context.Context, tm *schema.TableMap) (*table, error) {
 }
 
 // Write publishes the batch and returns once every broker in sync has
-// every message (acks=all).
+// every message (acks=all), but for the initial snapshot's latest row,
+// which it holds back (see releaseHeld).
 func (s *Sink) Write(ctx context.Context, b *loader.Batch) error {
 	if b == nil || len(b.Rows) == 0 {
 		return nil
@@ -460,7 +461,8 @@ func (s *Sink) write(ctx context.Context, msgs ...kafkago.Message) error {
 }
 
 // Close flushes nothing (Write does not return before its messages are
-// acked) and releases the connections.
+// acked; a row held back belongs to an initial snapshot not done, which
+// the next start copies again) and releases the connections.
 func (s *Sink) Close() error {
 	if s.closed {
 		return nil
