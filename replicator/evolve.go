@@ -352,6 +352,9 @@ func (s *stream) describeRelation(ctx context.Context, rel *relation, m *pglogre
 		old, had := known[mc.Name]
 		ct.Name, ct.Key, ct.TypMod, ct.Attnum = mc.Name, relationKey(m, mc, old), mc.TypeModifier, attnum[mc.Name]
 		ct.NotNull, ct.HasDefault = had && old.NotNull, !had
+		if had {
+			ct.Dims = old.Dims // the message does not say it either
+		}
 		doc.Columns = append(doc.Columns, ct)
 	}
 	return doc.described(rel.ref.AppendOnly), nil

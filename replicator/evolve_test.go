@@ -265,3 +265,20 @@ func TestFullRowColumnChanges(t *testing.T) {
 		})
 	}
 }
+
+// TestSchemaChangeKeepsArrayDims: a NOT NULL column declared int4[][] is
+// String (PostgreSQL's array text); after a schema change, whose relation
+// message does not say how many dimensions a column was declared with, it
+// must stay String, or its two-dimensional values no longer convert.
+func TestSchemaChangeKeepsArrayDims(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE grid (id int PRIMARY KEY, m int4[][] NOT NULL)`, `INSERT INTO grid VALUES (1, '{{1,2},{3,NULL}}')`)
+	cfg := e.config()
+	e.mustCatchUp(cfg)
+	e.exec(`ALTER TABLE grid ADD COLUMN note text`, `INSERT INTO grid VALUES (2, '{{5},{6}}', 'after')`,
+		`UPDATE grid SET m = '{{7,8}}' WHERE id = 1`)
+	e.mustCatchUp(cfg)
+	if counts := e.verifyAll(cfg); counts["public.grid"] != 2 {
+		t.Errorf("counts %v, want grid 2", counts)
+	}
+}

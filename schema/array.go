@@ -187,3 +187,42 @@ func trimArraySpace(b []byte) []byte {
 func isArraySpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
 }
+
+// ArrayElements splits PostgreSQL's text of a one-dimensional array with
+// default bounds into its elements' unescaped texts; nulls marks the NULL
+// elements. Other shapes (more dimensions, custom bounds) fail with an
+// error wrapping ErrUnrepresentable.
+func ArrayElements(text []byte) (elems [][]byte, nulls []bool, err error) {
+	es, err := splitArray(text)
+	if err != nil {
+		return nil, nil, err
+	}
+	elems, nulls = make([][]byte, len(es)), make([]bool, len(es))
+	for i, e := range es {
+		elems[i], nulls[i] = e.text, e.null
+	}
+	return elems, nulls, nil
+}
+
+// TextArrayElement describes the elements of an array column that Map
+// holds as String with PostgreSQL's array text (a nullable or key array)
+// when ferry can split its values: the elements' ClickHouse type under caps
+// and the converter of one element's text. ok is false for other columns,
+// for arrays declared with more than one dimension, and for arrays of
+// element types whose delimiter is not a comma or that ferry does not map.
+func TextArrayElement(col Column, caps Capabilities) (chType string, conv func(text []byte) (any, error), ok bool) {
+	if col.ElemOID == 0 || col.Text || col.Dims > 1 {
+		return "", nil, false
+	}
+	elem, ok := scalarKind(col.ElemOID, col.TypeBaseName, col.TypeMod, caps)
+	if col.Enum {
+		elem, ok = stringKind(), true
+	}
+	if !ok || elem.wholeArray {
+		return "", nil, false
+	}
+	if k, _ := arrayKind(col, caps, col.NotNull || col.Key); k.chType != "String" {
+		return "", nil, false
+	}
+	return elem.chType, elem.scalar, true
+}

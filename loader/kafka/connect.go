@@ -28,9 +28,9 @@ type connectField struct {
 // columnSchema is the Connect schema of one column's values, by Debezium's
 // data type mappings for the modes of cd.
 func columnSchema(c column, cd codec) connectField {
-	if c.array {
+	if c.array || c.textArray {
 		elem := c
-		elem.array, elem.notNull = false, false
+		elem.array, elem.textArray, elem.notNull = false, false, false
 		items := columnSchema(elem, cd)
 		return connectField{Type: "array", Items: &items, Optional: !c.notNull}
 	}

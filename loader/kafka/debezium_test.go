@@ -19,7 +19,9 @@ func (e *env) publishFormat(slot string, format func(*kafka.Config)) {
 }
 
 const dbzSchema = `CREATE TABLE items (id bigint PRIMARY KEY, big bigint, n numeric(10,2), un numeric, arr int4[],
-	d date, ts timestamp, ts3 timestamp(3), tz timestamptz, tm time, j jsonb, u uuid, by bytea, body text);
+	d date, ts timestamp, ts3 timestamp(3), tz timestamptz, tm time, j jsonb, u uuid, by bytea, body text,
+	tarr text[], narr numeric(5,2)[], tzarr timestamptz[], barr bool[], darr date[], m int4[][]);
+CREATE TABLE arrkey (k text[] PRIMARY KEY, v int);
 CREATE TABLE full_pk (id int PRIMARY KEY, v text NOT NULL); ALTER TABLE full_pk REPLICA IDENTITY FULL;
 CREATE TABLE keyless (a int, b text); ALTER TABLE keyless REPLICA IDENTITY FULL`
 
@@ -29,12 +31,22 @@ const dbzSnapshot = `INSERT INTO items VALUES
 	 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '\x00ff', 'short'),
 	(2, -9007199254740993, -0.01, 'NaN', '{}', 'infinity', '-infinity', NULL, 'infinity', '24:00:00', NULL, NULL, NULL, NULL);
 INSERT INTO items (id, body) SELECT 10, string_agg(md5(g::text), '') FROM generate_series(1, 400) g;
+UPDATE items SET tarr = ARRAY['a "b"', NULL, 'NULL', 'c,d', 'e\f', 'ü€', '', 'x y', '{}'],
+	narr = '{1.50,NULL,-0.01}', tzarr = '{"2024-05-01 12:00:00.5+00","0044-03-15 12:00:00+00 BC"}',
+	barr = '{t,f,NULL}', darr = '{2024-05-01,infinity}', m = '{{1,2},{3,NULL}}' WHERE id = 1;
+UPDATE items SET tarr = '{}', narr = '{NULL}', m = '{}' WHERE id = 2;
+INSERT INTO arrkey VALUES ('{a,"b c"}', 1), ('{}', 2), ('{NULL,"x\\y"}', 3);
 INSERT INTO full_pk VALUES (1, 'one'), (2, 'two'), (3, 'three');
 INSERT INTO keyless VALUES (1, 'a'), (2, 'b'), (3, 'c')`
 
 var dbzChanges = []string{
 	`INSERT INTO items (id, big, n, arr) VALUES (100, 9007199254740993, 99.99, '{NULL}')`,
 	`UPDATE items SET big = 5 WHERE id = 100`,
+	`UPDATE items SET tarr = '{"q\"uote",back\\slash,NULL}', narr = '{}', darr = '{"0044-03-15 BC"}' WHERE id = 1`,
+	`UPDATE arrkey SET v = 20 WHERE k = '{}'`,
+	`UPDATE arrkey SET k = '{z}' WHERE v = 1`, // an array key changes
+	`DELETE FROM arrkey WHERE v = 3`,
+	`INSERT INTO arrkey VALUES ('{"new, row",NULL}', 4)`,
 	`UPDATE items SET id = 1000 WHERE id = 100`, // a key change
 	`DELETE FROM items WHERE id = 2`,
 	`UPDATE items SET n = 7 WHERE id = 10`, // body is TOASTed and unchanged
@@ -71,6 +83,8 @@ func TestDebeziumConsumersAccept(t *testing.T) {
 
 			recs := readTopics(t, e.brokers, "it")
 			checkConsumers(t, recs, schemas)
+			checkArrays(t, recs, schemas)
+			checkSnapshotLast(t, recs, schemas)
 
 			viaKafka := e.chSink("_kafka")
 			if err := e.load(viaKafka, "dbz-loader", 0); err != nil {
@@ -110,7 +124,7 @@ func checkConsumers(t *testing.T, recs []record, schemas bool) {
 			p := payloadOf(t, r, schemas)
 			// And Flink refuses Debezium's 't' events, which is why
 			// they are off by default.
-			if !(r.topic == "it.public.items" && string(p["op"]) == `"u"` && string(p["before"]) == "null") && string(p["op"]) != `"t"` {
+			if !((r.topic == "it.public.items" || r.topic == "it.public.arrkey") && string(p["op"]) == `"u"` && string(p["before"]) == "null") && string(p["op"]) != `"t"` {
 				t.Errorf("Flink debezium-json refuses a record of %s: %v: %s", r.topic, err, r.value)
 			}
 		}
@@ -186,6 +200,96 @@ func checkConsumers(t *testing.T, recs []record, schemas bool) {
 	}
 	if keyChange["it.public.items"] != "dc" || keyChange["it.public.full_pk"] != "dc" {
 		t.Errorf("key changes: want d with %s then c with %s, got %v", kafka.DebeziumNewKey, kafka.DebeziumOldKey, keyChange)
+	}
+}
+
+// checkSnapshotLast checks that one row of the initial snapshot says
+// snapshot "last", as Debezium's last snapshot row does, and that no row
+// of the snapshot follows it on its partition.
+func checkSnapshotLast(t *testing.T, recs []record, schemas bool) {
+	t.Helper()
+	type src struct {
+		Snapshot string `json:"snapshot"`
+		LSN      int64  `json:"lsn"`
+	}
+	var lasts []int
+	firstLSN := map[int64]bool{}
+	for i, r := range recs {
+		if r.value == nil {
+			continue
+		}
+		var so src
+		_ = json.Unmarshal(payloadOf(t, r, schemas)["source"], &so)
+		switch so.Snapshot {
+		case "last":
+			lasts = append(lasts, i)
+		case "first":
+			firstLSN[so.LSN] = true
+		}
+	}
+	if len(lasts) != 1 {
+		t.Fatalf("want one record with snapshot \"last\", got %d", len(lasts))
+	}
+	last := recs[lasts[0]]
+	var so src
+	_ = json.Unmarshal(payloadOf(t, last, schemas)["source"], &so)
+	if !firstLSN[so.LSN] || string(payloadOf(t, last, schemas)["op"]) != `"r"` {
+		t.Errorf("the \"last\" record is not a row of the initial snapshot: %s", last.value)
+	}
+	for _, r := range recs[lasts[0]+1:] {
+		if r.topic != last.topic || r.partition != last.partition {
+			continue
+		}
+		if r.value != nil && string(payloadOf(t, r, schemas)["op"]) == `"r"` {
+			t.Errorf("a snapshot row after the \"last\" one on its partition: %s", r.value)
+		}
+		break
+	}
+}
+
+// checkArrays checks that arrays go as Debezium sends them: JSON arrays
+// with null for NULL elements, numerics and times in the modes' encodings;
+// an array of two dimensions as its text; with schemas, an array field's
+// Connect schema is an ARRAY of the element's.
+func checkArrays(t *testing.T, recs []record, schemas bool) {
+	t.Helper()
+	want := map[string]string{
+		"tarr":  `["a \"b\"",null,"NULL","c,d","e\\f","ü€","","x y","{}"]`,
+		"arr":   `[1,null,3]`,
+		"narr":  `["AJY=",null,"/w=="]`,
+		"tzarr": `["2024-05-01T12:00:00.5Z","-0043-03-15T12:00:00Z"]`,
+		"barr":  `[true,false,null]`,
+		"darr":  `[19844,2147483647]`,
+		"m":     `"{{1,2},{3,NULL}}"`,
+	}
+	seen := false
+	for _, r := range recs {
+		if r.topic != "it.public.items" || r.value == nil {
+			continue
+		}
+		// Also after the schema change, whose relation message does not
+		// say how many dimensions a column was declared with.
+		if schemas && !strings.Contains(string(r.value), `{"type":"string","optional":true,"field":"m"}`) {
+			t.Errorf("m, declared with two dimensions, has not a string schema in %s", r.value)
+		}
+		p := payloadOf(t, r, schemas)
+		var after map[string]json.RawMessage
+		if seen || string(p["op"]) != `"r"` || json.Unmarshal(p["after"], &after) != nil || string(after["id"]) != "1" {
+			continue
+		}
+		seen = true // the first copy's row, not the rebuild's after the schema change
+		for col, w := range want {
+			if string(after[col]) != w {
+				t.Errorf("items.%s: %s, want %s", col, after[col], w)
+			}
+		}
+		if schemas && !strings.Contains(string(r.value), `{"type":"array","items":{"type":"string","optional":true},"optional":true,"field":"tarr"}`) {
+			t.Errorf("no ARRAY of optional strings for tarr in %s", r.value)
+		}
+
+	}
+	if !seen {
+		t.Error("no snapshot row of items with id 1")
 	}
 }
 

@@ -238,7 +238,19 @@ func liveRows(t *testing.T, s *clickhouse.Sink, tm *schema.TableMap) []string {
 const schemaSQL = `CREATE TABLE items (
 	id bigint PRIMARY KEY, i8 bigint, n numeric(20,5), un numeric, f float8, r real, b bool, by bytea,
 	d date, ts timestamp, tz timestamptz, tm time, u uuid, j jsonb, arr int4[] NOT NULL DEFAULT '{}',
-	tarr text[] NOT NULL DEFAULT '{}', lsn pg_lsn, iv interval, big text)`
+	tarr text[] NOT NULL DEFAULT '{}', lsn pg_lsn, iv interval, big text,
+	ntarr text[], narr numeric(20,5)[], unarr numeric[], farr float8[], rarr real[], tzarr timestamptz[], tmarr time[],
+	darr date[], uarr uuid[], byarr bytea[], ivarr interval[], jarr jsonb[], lsnarr pg_lsn[], barr bool[], i8arr bigint[])`
+
+// nullableArrays sets the items' nullable arrays, which ferry holds as
+// PostgreSQL's array text and sends as JSON arrays.
+const nullableArrays = `UPDATE items SET ntarr = ARRAY['a "b"', NULL, 'NULL', 'c,d', 'e\f', 'ü€', '', ' x ', '{}', 'null'],
+	narr = '{1.5,NULL,-0.00001}', unarr = '{1e-30,NaN,-12345678901234567890.123}', farr = '{1.5,1e+20,NaN,-Infinity,1e-05,100000,-0}',
+	rarr = '{3.4e+38,0.1}', tzarr = '{"2024-05-01 12:00:00.5+00","0044-03-15 12:00:00+00 BC",infinity}', tmarr = '{24:00:00,00:00:00.000001}',
+	darr = '{2024-05-01,-infinity,"0044-03-15 BC"}', uarr = '{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11,NULL}', byarr = '{"\\x00ff",""}',
+	ivarr = '{"1 year 2 mons",NULL}', jarr = ARRAY['{"k": [1, "x,}"]}'::jsonb, 'null'], lsnarr = '{16/B374D848}', barr = '{t,NULL,f}',
+	i8arr = '{9223372036854775807,-9223372036854775808}' WHERE id = 1;
+UPDATE items SET ntarr = '{}', narr = '{NULL}', farr = '{}', i8arr = '{NULL,NULL}' WHERE id = 2`
 
 const fullRowSQL = `CREATE TABLE notes (a int, b text); ALTER TABLE notes REPLICA IDENTITY FULL`
 
@@ -262,7 +274,7 @@ func TestKafkaEndToEnd(t *testing.T) {
 		// a user to do.
 		e.textCols = []string{"public.items.d", "public.items.ts", "public.items.tz"}
 	}
-	e.exec(schemaSQL, fullRowSQL, "CREATE TABLE gone (id int PRIMARY KEY, v text)", snapshotRows,
+	e.exec(schemaSQL, fullRowSQL, "CREATE TABLE gone (id int PRIMARY KEY, v text)", snapshotRows, nullableArrays,
 		`INSERT INTO items (id, big) SELECT 10, string_agg(md5(random()::text), '') FROM generate_series(1, 400)`,
 		`INSERT INTO notes VALUES (1, 'a'), (4, 'a'), (2, 'b')`, `INSERT INTO gone VALUES (1, 'x')`)
 	e.publish("kafka_slot", 3)
@@ -276,6 +288,8 @@ func TestKafkaEndToEnd(t *testing.T) {
 		`UPDATE items SET i8 = 7 WHERE id = 10`,                 // big is TOASTed and unchanged
 		`UPDATE items SET i8 = 8, f = 'Infinity' WHERE id = 10`, // twice in a row
 		`UPDATE items SET tz = '2000-02-29 23:59:59.999999-08' WHERE id = 2`,
+		`UPDATE items SET ntarr = '{"q\"uote",back\\slash,NULL}', tzarr = '{"2000-02-29 23:59:59.999999-08"}', narr = NULL WHERE id = 1`,
+		`INSERT INTO items (id, ntarr, farr) VALUES (2000, '{NULL}', '{0.1,NULL}')`,
 		`UPDATE notes SET b = 'c' WHERE a = 2`, `DELETE FROM notes WHERE b = 'c'`, `INSERT INTO notes VALUES (3, NULL)`,
 		`TRUNCATE gone`, `INSERT INTO gone VALUES (2, 'after truncate')`)
 	e.publish("kafka_slot", 3)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferry-cdc/ferry/schema"
 	"github.com/shopspring/decimal"
 )
 
@@ -25,10 +27,16 @@ import (
 // cd's modes.
 func appendEvent(b []byte, c column, cd codec, v any) ([]byte, error) {
 	if cd.legacy {
+		if c.textArray {
+			return appendValue(b, kindText, false, v)
+		}
 		return appendValue(b, c.kind, c.array, v)
 	}
 	if v == nil {
 		return append(b, "null"...), nil
+	}
+	if c.textArray {
+		return appendTextArray(b, c, cd, v)
 	}
 	if c.array {
 		rv := reflect.ValueOf(v)
@@ -182,8 +190,14 @@ func fromTwosComplement(raw []byte) *big.Int {
 // PostgreSQL's text output; null is SQL NULL.
 func eventText(c column, cd codec, raw json.RawMessage) (text []byte, null bool, err error) {
 	raw = bytes.TrimSpace(raw)
+	if c.textArray && (cd.legacy || len(raw) == 0 || raw[0] != '[') {
+		return pgText(kindText, false, raw) // the text as ferry sent it before, or a shape JSON arrays don't hold
+	}
 	if cd.legacy || len(raw) == 0 || string(raw) == "null" {
 		return pgText(c.kind, c.array, raw)
+	}
+	if c.textArray {
+		return textArrayText(c, cd, raw)
 	}
 	if c.array {
 		var elems []json.RawMessage
@@ -301,4 +315,122 @@ func pgTimestampMicros(us int64, tz bool) string {
 		return "-infinity"
 	}
 	return pgTimestamp(time.UnixMicro(us).UTC(), tz)
+}
+
+// appendTextArray writes an array held as PostgreSQL's array text as a
+// JSON array of its elements, each as a scalar of the element type. A
+// value of another shape (more dimensions, custom bounds, which a column
+// may hold whatever it declares) goes as its text in a JSON string.
+func appendTextArray(b []byte, c column, cd codec, v any) ([]byte, error) {
+	s, ok := v.(string)
+	if !ok {
+		return nil, fmt.Errorf("want an array's text, got %T", v)
+	}
+	elems, nulls, err := schema.ArrayElements([]byte(s))
+	if errors.Is(err, schema.ErrUnrepresentable) {
+		return appendString(b, s), nil
+	} else if err != nil {
+		return nil, err
+	}
+	elem := c
+	elem.textArray = false
+	b = append(b, '[')
+	for i, e := range elems {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		switch {
+		case nulls[i]:
+			b = append(b, "null"...)
+		case c.kind == kindFloat && json.Valid(e):
+			b = append(b, e...) // PostgreSQL's shortest text, which the loader puts back as is
+		default:
+			x, err := c.elemConv(e)
+			if err != nil {
+				return nil, fmt.Errorf("array element %d: %w", i+1, err)
+			}
+			if b, err = appendEvent(b, elem, cd, x); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return append(b, ']'), nil
+}
+
+// textArrayText turns a JSON array of an array held as text back into
+// PostgreSQL's array text, as array_out writes it: elements with their
+// type's output text, quoted only where array_out quotes.
+func textArrayText(c column, cd codec, raw json.RawMessage) ([]byte, bool, error) {
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return nil, false, fmt.Errorf("want a JSON array: %w", err)
+	}
+	elem := c
+	elem.textArray = false
+	b := []byte{'{'}
+	for i, e := range elems {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		t, null, err := eventText(elem, cd, e)
+		if err != nil {
+			return nil, false, fmt.Errorf("array element %d: %w", i+1, err)
+		}
+		if null {
+			b = append(b, "NULL"...)
+			continue
+		}
+		switch c.kind {
+		case kindTimestamp, kindTimestampTZ, kindTime:
+			t = trimMicros(t)
+		case kindDecimal:
+			if d, err := decimal.NewFromString(string(t)); err == nil { // double mode's number
+				t = []byte(d.StringFixed(int32(c.prec)))
+			}
+		}
+		b = appendArrayElem(b, t)
+	}
+	return append(b, '}'), false, nil
+}
+
+// appendArrayElem appends one element as array_out does: in double quotes,
+// with " and \ escaped, when it is empty, is NULL in any case, or has a
+// quote, backslash, brace, comma or whitespace.
+func appendArrayElem(b, t []byte) []byte {
+	quote := len(t) == 0 || bytes.EqualFold(t, []byte("NULL"))
+	for _, ch := range t {
+		switch ch {
+		case '"', '\\', '{', '}', ',', ' ', '\t', '\n', '\r', '\v', '\f':
+			quote = true
+		}
+	}
+	if !quote {
+		return append(b, t...)
+	}
+	b = append(b, '"')
+	for _, ch := range t {
+		if ch == '"' || ch == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, ch)
+	}
+	return append(b, '"')
+}
+
+// trimMicros drops the trailing zeros of the six fractional digits
+// pgTimestamp and clock write, and the point when all are zero, as
+// PostgreSQL's output does.
+func trimMicros(t []byte) []byte {
+	i := bytes.IndexByte(t, '.')
+	if i < 0 || len(t) < i+7 {
+		return t
+	}
+	j := i + 7
+	for j > i+1 && t[j-1] == '0' {
+		j--
+	}
+	if j == i+1 {
+		j = i
+	}
+	return append(append([]byte{}, t[:j]...), t[i+7:]...)
 }

@@ -145,8 +145,8 @@ type stamp struct {
 	// snapshotLSN is the initial snapshot's LSN, source.lsn of its rows.
 	snapshotLSN uint64
 	// first: the row is the first of a table's copy (source.snapshot
-	// "first").
-	first bool
+	// "first"); last, the last of the initial snapshot ("last").
+	first, last bool
 }
 
 // message encodes one row. A row without a transaction (TxID 0) comes from
@@ -166,8 +166,11 @@ func (t *table) message(st stamp, r loader.Row) (kafkago.Message, error) {
 	lsn, commit := int64(r.Version), r.CommitMicros
 	if r.TxID == 0 {
 		ev.Op, so.Snapshot, commit = opRead, "true", st.copied
-		if st.first {
+		switch {
+		case st.first:
 			so.Snapshot = "first"
+		case st.last:
+			so.Snapshot = "last"
 		}
 		if lsn == 0 {
 			lsn = int64(st.snapshotLSN)

@@ -91,6 +91,19 @@ type Sink struct {
 	// last copy: see RenameTable.
 	renamed map[string]bool
 	closed  bool
+	// initial is set while the initial snapshot is copied (its state set,
+	// not yet done); held is its latest row, published with the next
+	// batch or, when the snapshot is done, as its last (source.snapshot
+	// "last"). See releaseHeld.
+	initial bool
+	held    *heldRow
+}
+
+// heldRow is a row of the initial snapshot not yet published, encoded
+// both ways (the replicator reuses a batch's values once Write returns).
+type heldRow struct {
+	t          *table
+	msg, asEnd kafkago.Message
 }
 
 // New returns a publisher; it connects on first use.
@@ -202,7 +215,8 @@ func (s *Sink) table(ctx context.Context, tm *schema.TableMap) (*table, error) {
 }
 
 // Write publishes the batch and returns once every broker in sync has
-// every message (acks=all).
+// every message (acks=all), but for the initial snapshot's latest row,
+// which it holds back (see releaseHeld).
 func (s *Sink) Write(ctx context.Context, b *loader.Batch) error {
 	if b == nil || len(b.Rows) == 0 {
 		return nil
@@ -220,6 +234,16 @@ func (s *Sink) Write(ctx context.Context, b *loader.Batch) error {
 	if !s.cfg.Format.legacy {
 		rows = foldFullRowUpdates(t, rows)
 	}
+	var msgs []kafkago.Message
+	if s.held != nil {
+		msgs = append(msgs, s.held.msg)
+	}
+	// The initial snapshot's latest row waits for the next batch: the
+	// last one of all goes out when the snapshot is done, marked so.
+	var hold *heldRow
+	if last := rows[len(rows)-1]; s.initial && !s.cfg.Format.legacy && last.TxID == 0 && !last.Deleted {
+		hold = &heldRow{t: t}
+	}
 	rowMsgs := make([]kafkago.Message, len(rows))
 	top := s.maxVersion
 	for i, r := range rows {
@@ -227,22 +251,37 @@ func (s *Sink) Write(ctx context.Context, b *loader.Batch) error {
 		if rowMsgs[i], err = t.message(st, r); err != nil {
 			return err
 		}
+		if hold != nil && i == len(rows)-1 {
+			hold.msg, hold.asEnd = rowMsgs[i], rowMsgs[i]
+			if !st.first {
+				end := st
+				end.last = true
+				if hold.asEnd, err = t.message(end, r); err != nil {
+					return err
+				}
+			}
+		}
 		if st.first {
 			delete(s.first, t.topic)
 		}
 		top = max(top, r.Version)
 	}
 	linkKeyChanges(t, rows, rowMsgs)
-	msgs := make([]kafkago.Message, 0, len(rows))
+	if hold != nil {
+		rows, rowMsgs = rows[:len(rows)-1], rowMsgs[:len(rowMsgs)-1]
+	}
 	for i, m := range rowMsgs {
 		msgs = append(msgs, m)
 		if rows[i].Deleted && m.Key != nil && !s.cfg.OmitTombstones {
 			msgs = append(msgs, kafkago.Message{Topic: t.topic, Key: m.Key})
 		}
 	}
-	if err := s.write(ctx, msgs...); err != nil {
-		return s.explainTooLarge(err, b.Table, t.topic, len(b.Rows))
+	if len(msgs) > 0 {
+		if err := s.write(ctx, msgs...); err != nil {
+			return s.explainTooLarge(err, b.Table, t.topic, len(b.Rows))
+		}
 	}
+	s.held = hold
 	s.maxVersion = top
 	s.log.Debug("published batch", zap.String("topic", t.topic), zap.Int("rows", len(msgs)))
 	return nil
@@ -348,6 +387,10 @@ func (s *Sink) StartCopy(ctx context.Context, tm *schema.TableMap) error {
 // ferry.truncate header, which Debezium's consumers skip as a tombstone.
 // Both carry HeaderTruncate, by which a loader applies them.
 func (s *Sink) marker(ctx context.Context, t *table, asEvent bool, extra []kafkago.Header) error {
+	// A held row goes before any truncation, which may be its table's.
+	if err := s.releaseHeld(ctx, false); err != nil {
+		return err
+	}
 	n, err := s.partitions(ctx, t.topic)
 	if err != nil {
 		return err
@@ -418,7 +461,8 @@ func (s *Sink) write(ctx context.Context, msgs ...kafkago.Message) error {
 }
 
 // Close flushes nothing (Write does not return before its messages are
-// acked) and releases the connections.
+// acked; a row held back belongs to an initial snapshot not done, which
+// the next start copies again) and releases the connections.
 func (s *Sink) Close() error {
 	if s.closed {
 		return nil

@@ -97,7 +97,33 @@ func (s *Sink) SetSnapshotState(ctx context.Context, slot string, st loader.Snap
 		return err
 	}
 	s.snapshotLSN = parseLSN(st.LSN)
+	if st.Done {
+		if err := s.releaseHeld(ctx, true); err != nil {
+			return err
+		}
+	}
+	s.initial = !st.Done
 	return s.setState(ctx, snapshotKey(slot), raw)
+}
+
+// releaseHeld publishes the initial snapshot's held row, as its last when
+// the snapshot is done. A held row is not yet in Kafka: if the publisher
+// stops before, the snapshot is not done, and the next start copies it
+// again.
+func (s *Sink) releaseHeld(ctx context.Context, last bool) error {
+	h := s.held
+	if h == nil {
+		return nil
+	}
+	m := h.msg
+	if last {
+		m = h.asEnd
+	}
+	if err := s.write(ctx, m); err != nil {
+		return s.explainTooLarge(err, h.t.tm, h.t.topic, 1)
+	}
+	s.held = nil
+	return nil
 }
 
 // TableStates returns the last state set for each table of the slot.

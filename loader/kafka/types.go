@@ -66,6 +66,13 @@ type column struct {
 	name  string
 	kind  wireKind
 	array bool // Array(Nullable(T)): a JSON array of kind's values, null for NULL elements
+	// textArray marks an array the wire mapping holds as String with
+	// PostgreSQL's array text (a nullable or key array): in the Debezium
+	// form it goes as a JSON array of kind's values too, its elements
+	// converted by elemConv; kind, oid and prec are the element's. The
+	// legacy form keeps the text.
+	textArray bool
+	elemConv  func(text []byte) (any, error)
 	// oid is the PostgreSQL type (the element's for an array); prec the
 	// fractional digits of a timestamp or time (6 when unsaid) or the
 	// scale of a numeric(p,s); notNull, the column's NOT NULL. Debezium's
@@ -90,6 +97,10 @@ func wireColumns(wire *schema.TableMap) []column {
 		if inner, ok := strings.CutPrefix(t, "Array(Nullable("); ok {
 			cols[i].array = true
 			t, oid = inner, src.ElemOID
+		}
+		if et, conv, ok := schema.TextArrayElement(src, wire.Caps); ok {
+			cols[i].textArray, cols[i].elemConv = true, conv
+			t, oid = et, src.ElemOID
 		}
 		cols[i].name = cm.Name
 		cols[i].kind = kindOf(strings.TrimRight(t, ")"), oid, src.Text)
