@@ -29,8 +29,13 @@ func (e *env) validate(ctx context.Context, p *Plan, res *Result) error {
 		return err
 	}
 	bad := map[string]bool{}
+	pending := map[string]bool{} // tables with columns ClickHouse lacks, as documented without DDL capture
 	for _, t := range tables {
+		events := len(res.Events)
 		diffs, n, err := e.compareTable(ctx, t, p.Setup, res)
+		if len(res.Events) > events {
+			pending["public."+t] = true
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", t, err)
 		}
@@ -43,14 +48,21 @@ func (e *env) validate(ctx context.Context, p *Plan, res *Result) error {
 	}
 	out, verr := runFerry(ctx, e.srv.Ferry, 5*time.Minute, append([]string{"verify"}, e.verifyArgs(p)...)...)
 	verifyBad := map[string]bool{}
+	skipped := 0
 	for _, l := range strings.Split(out, "\n") {
 		if rest, ok := strings.CutPrefix(l, "DIFFERS  "); ok {
-			name, _, _ := strings.Cut(rest, ": ")
+			name, why, _ := strings.Cut(rest, ": ")
+			// verify reports the columns it cannot compare yet; the
+			// fingerprint compares the others (an event, not a finding).
+			if pending[name] && !bad[name] && strings.HasPrefix(why, "the ClickHouse table's columns are not the PostgreSQL table's") {
+				skipped++
+				continue
+			}
 			verifyBad[name] = true
 		}
 	}
 	switch {
-	case verr != nil && len(verifyBad) == 0:
+	case verr != nil && len(verifyBad) == 0 && skipped == 0:
 		res.Disagreements = append(res.Disagreements, fmt.Sprintf("ferry verify failed: %v\n%s", verr, tail(out, 10)))
 	case !sameSet(bad, verifyBad):
 		res.Disagreements = append(res.Disagreements, fmt.Sprintf("ferry verify and the fingerprint disagree: verify finds %v differ, the fingerprint %v\n%s",
