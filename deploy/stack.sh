@@ -808,6 +808,14 @@ cmd_up() {
 	elif [ ! -f /usr/share/java/zookeeper.jar ]; then
 		log "warning: no zookeeper package (not root, so not installed): deploy/clustertest will skip"
 	fi
+	# kcat, an independent Kafka client, reads what the Kafka tests produce.
+	if ! command -v kcat >/dev/null 2>&1; then
+		if is_root; then
+			apt_install kcat
+		else
+			log "warning: no kcat (not root, so not installed): loader/kafka's kcat test will skip"
+		fi
+	fi
 	if [ "${CLUSTER:-0}" = 1 ]; then
 		FERRY_STACK_DIR="$STACK" bash "$ROOT/deploy/cluster.sh" up
 	fi
