@@ -95,13 +95,7 @@ func (s *stream) update(m *pglogrepl.UpdateMessage, version uint64) error {
 	if rel.tm.Source.FullRow {
 		return s.updateFullRow(rel, old, m.NewTuple, version)
 	}
-	var oldVals []any // the whole old row, sent for REPLICA IDENTITY FULL
-	if old != nil {
-		var err error
-		if oldVals, _, err = rel.values(old, nil); err != nil {
-			return err
-		}
-	}
+	oldVals := rel.oldValues(old) // the whole old row, sent for REPLICA IDENTITY FULL
 	if m.OldTuple != nil && !rel.tm.Source.AppendOnly && rel.keyChanged(m.OldTuple, m.NewTuple) {
 		gone, err := rel.keyValues(m.OldTuple)
 		if err != nil {
@@ -116,6 +110,24 @@ func (s *stream) update(m *pglogrepl.UpdateMessage, version uint64) error {
 		return err
 	}
 	return s.add(rel, loader.Row{Values: vals, Version: version, Old: oldVals}, size)
+}
+
+// oldValues converts a whole old row ('O' tuple) for the sinks that
+// describe changes (Kafka's before), or returns nil. It does not stop the
+// stream: pgoutput marks the old row of a partitioned table whose root has
+// REPLICA IDENTITY FULL as whole, but a leaf that kept its default
+// identity logged only the key, so the other columns come as NULL, NOT
+// NULL ones too. Such a row, which says nothing true of the columns beyond
+// the key, is left out.
+func (r *relation) oldValues(old *pglogrepl.TupleData) []any {
+	if old == nil {
+		return nil
+	}
+	vals, _, err := r.values(old, nil)
+	if err != nil {
+		return nil
+	}
+	return vals
 }
 
 // updateFullRow handles a table identified by its whole row: unless the
@@ -167,9 +179,7 @@ func (s *stream) delete(m *pglogrepl.DeleteMessage, version uint64) error {
 	}
 	row := loader.Row{Values: vals, Version: version, Deleted: true}
 	if m.OldTupleType == pglogrepl.DeleteMessageTupleTypeOld { // REPLICA IDENTITY FULL with a key
-		if row.Old, _, err = rel.values(m.OldTuple, nil); err != nil {
-			return err
-		}
+		row.Old = rel.oldValues(m.OldTuple)
 	}
 	return s.add(rel, row, 0)
 }
