@@ -33,7 +33,7 @@ func (c *teardownCmd) Run(ctx context.Context, log *zap.Logger) error {
 	if c.DropClickHouse {
 		// The table list must be read before the publications are dropped.
 		var err error
-		if sink, err = openSink(ctx, c.connFlags, zap.NewNop(), false); err != nil {
+		if sink, err = openSink(ctx, c.connFlags, zap.NewNop(), sinkOptions{}); err != nil {
 			return err
 		}
 		defer sink.Close()
