@@ -37,7 +37,7 @@ func (e *env) viewColumns(view string) string {
 // PostgreSQL's rows and columns, without ferry's versions, deleted rows or
 // own columns, also after a column is added (in place), renamed (in place
 // where the server can, else by a rebuild) and added with a default (a
-// rebuild, swapped in).
+// rebuild, swapped in), and after the table is renamed.
 func TestCurrentViews(t *testing.T) {
 	e := newEnv(t)
 	e.exec(`CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, n int NOT NULL)`,
@@ -84,5 +84,13 @@ func TestCurrentViews(t *testing.T) {
 	if got := e.viewColumns("items_current"); got != "id,title,n,extra,d" {
 		t.Errorf("items_current columns %q, want id,title,n,extra,d", got)
 	}
+
+	// A renamed table's view follows it.
+	e.exec(`ALTER TABLE items RENAME TO goods`, `UPDATE goods SET n = 0 WHERE id = 2`)
+	e.catchUpWithViews(cfg)
+	sameRows(t, "goods_current", e.chStrings("SELECT toString(id), title, toString(n), ifNull(extra, 'NULL'), toString(d) FROM "+e.table("goods_current")+" ORDER BY id"),
+		e.pgStrings("SELECT id, title, n, coalesce(extra, 'NULL'), d FROM goods ORDER BY id"))
+	sameRows(t, "views left", e.chStrings("SELECT name FROM system.tables WHERE database = '"+e.db+"' AND engine = 'View' ORDER BY name"),
+		[][]string{{"events_current"}, {"goods_current"}})
 	e.verifyAll(cfg)
 }
