@@ -54,6 +54,13 @@ func (c *teardownCmd) Run(ctx context.Context, log *zap.Logger) error {
 		}
 		for _, tm := range tms {
 			chTables = append(chTables, tm.Name)
+			view, err := sink.CurrentView(ctx, tm.Name)
+			if err != nil {
+				return err
+			}
+			if view != "" {
+				chTables = append(chTables, view)
+			}
 		}
 		chTables = append(chTables, clickhouse.StateTables()...)
 	}

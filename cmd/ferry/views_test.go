@@ -4,13 +4,15 @@ import (
 	"context"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
 
 // TestCurrentViewsFlag: ferry run --current-views (and FERRY_CURRENT_VIEWS)
 // creates <t>_current with the live rows, and ferry verify, which lists the
-// replicated tables, is not misled by the view beside them.
+// replicated tables, is not misled by the view beside them; ferry teardown
+// --drop-clickhouse drops it.
 func TestCurrentViewsFlag(t *testing.T) {
 	e := newOpsEnv(t)
 	e.exec(`CREATE TABLE t (id int PRIMARY KEY, v text)`, `INSERT INTO t SELECT g, 'v' FROM generate_series(1, 30) g`,
@@ -42,5 +44,13 @@ func TestCurrentViewsFlag(t *testing.T) {
 	}
 	if tables := e.chTables(e.name); !slices.Contains(tables, "t_current (5 rows)") {
 		t.Errorf("ClickHouse tables %v, want t_current (5 rows) among them", tables)
+	}
+	// ferry teardown --drop-clickhouse drops the view with its table.
+	out, err := e.ferry(e.args("teardown", "--yes", "--drop-clickhouse")...)
+	if err != nil || !strings.Contains(out, "drop ClickHouse table "+e.name+".t_current") {
+		t.Fatalf("ferry teardown: %v\n%s", err, tail(out))
+	}
+	if tables := e.chTables(e.name); len(tables) != 0 {
+		t.Errorf("after teardown, ClickHouse tables %v, want none", tables)
 	}
 }

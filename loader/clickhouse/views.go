@@ -57,3 +57,15 @@ func (s *Sink) dropView(ctx context.Context, name string) error {
 	}
 	return s.exec(ctx, "DROP TABLE IF EXISTS "+s.table(view), "drop view "+s.table(view))
 }
+
+// CurrentView is the name of the current-state view of the table named
+// name when there is one (made by an earlier run with CurrentViews),
+// whether or not this sink makes views; "" when there is none.
+func (s *Sink) CurrentView(ctx context.Context, name string) (string, error) {
+	view := schema.CurrentViewName(name)
+	engine, err := s.tableEngine(ctx, view)
+	if err != nil || engine != "View" {
+		return "", err
+	}
+	return view, nil
+}
