@@ -72,6 +72,9 @@ type Capabilities struct {
 	LowCardinality bool // LowCardinality(String) without a setting: 19.9+ (approximately)
 	RenameColumn   bool // ALTER TABLE ... RENAME COLUMN: 20.4+
 	ExchangeTables bool // EXCHANGE TABLES, in Atomic databases only: 20.8+
+	// ReplaceView is CREATE OR REPLACE VIEW (18.16 lacks it; from 21.8
+	// at the latest). Without it a view is dropped and created again.
+	ReplaceView bool // CREATE OR REPLACE VIEW: 21.8+ (approximately)
 }
 
 // CapabilitiesFor returns what a server of the given version supports.
@@ -86,5 +89,6 @@ func CapabilitiesFor(major, minor int) Capabilities {
 		LowCardinality: at(19, 9),
 		RenameColumn:   at(20, 4),
 		ExchangeTables: at(20, 8),
+		ReplaceView:    at(21, 8),
 	}
 }

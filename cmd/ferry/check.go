@@ -35,7 +35,7 @@ func (c *checkCmd) Run(ctx context.Context, log *zap.Logger) error {
 		ps = append(ps, replicator.Problem{Check: "postgresql", Blocking: true, Detail: err.Error(), Fix: fix})
 	}
 	ps = append(ps, found...)
-	sink, err := openSink(ctx, c.connFlags, zap.NewNop(), false)
+	sink, err := openSink(ctx, c.connFlags, zap.NewNop(), sinkOptions{})
 	if err != nil {
 		fix := "check --ch: the native TCP port (9000), the user and the password"
 		if clickhouse.IsTLSError(err) {

@@ -24,6 +24,7 @@ type loadCmd struct {
 	CatchUp       bool          `name:"catch-up" help:"Exit 0 once everything on the topics at the start is in ClickHouse."`
 	RetryFor      time.Duration `name:"retry-for" help:"Give up once lost connections (Kafka, ClickHouse) have been retried this long (Kafka and ClickHouse not reached since the start are not retried). 0: for ever; with --catch-up 5m." default:"0s" env:"FERRY_RETRY_FOR"`
 	CHFsync       bool          `name:"ch-fsync" help:"Make ClickHouse fsync every inserted part before the INSERT returns (fsync_after_insert, fsync_part_directory on ferry's tables), so a crash of the ClickHouse host cannot lose rows whose WAL ferry confirmed. Costs insert latency." env:"FERRY_CH_FSYNC"`
+	CurrentViews  bool          `name:"current-views" help:"Create, for each replicated ClickHouse table <t>, a view <t>_current of its live rows with the source columns only (FINAL, deleted rows left out; all rows of an append-only table), kept in step with schema changes." env:"FERRY_CURRENT_VIEWS"`
 	BatchRows     int           `name:"batch-rows" help:"Write when this many rows are pending." default:"50000" env:"FERRY_BATCH_ROWS"`
 	BatchBytes    int           `name:"batch-bytes" help:"Write when the pending messages hold this many bytes." default:"33554432" env:"FERRY_BATCH_BYTES"`
 	BatchAge      time.Duration `name:"batch-age" help:"Write when the oldest pending row waited this long." default:"300ms" env:"FERRY_BATCH_AGE"`
@@ -40,7 +41,7 @@ func (c *loadCmd) Run(ctx context.Context, log *zap.Logger) error {
 		return err
 	}
 	sink, err := clickhouse.New(ctx, clickhouse.Config{DSN: c.CH, Database: c.CHDatabase, Logger: log,
-		CAFile: c.CHCAFile, Password: c.chPassword, Fsync: c.CHFsync})
+		CAFile: c.CHCAFile, Password: c.chPassword, Fsync: c.CHFsync, CurrentViews: c.CurrentViews})
 	if err != nil {
 		return err
 	}

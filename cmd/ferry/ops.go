@@ -25,7 +25,7 @@ const progressEvery = 2 * time.Second
 // recorder, all stopped together.
 func (c *runCmd) runOps(ctx context.Context, rep *replicator.Replicator, obs *observer, log *zap.Logger) error {
 	// A Sink of its own: the replicator's is used from its goroutine only.
-	psink, err := openSink(ctx, c.connFlags, zap.NewNop(), false)
+	psink, err := openSink(ctx, c.connFlags, zap.NewNop(), sinkOptions{})
 	if err != nil {
 		return err
 	}

@@ -38,15 +38,16 @@ type tableFlags struct {
 type runCmd struct {
 	connFlags
 	tableFlags
-	CatchUp     bool          `name:"catch-up" help:"Exit 0 once every transaction committed before the start is in ClickHouse."`
-	RetryFor    time.Duration `name:"retry-for" help:"Give up once lost connections have been retried this long (a PostgreSQL not reached since the start is not retried). 0: for ever; with --catch-up 5m." default:"0s" env:"FERRY_RETRY_FOR"`
-	CHFsync     bool          `name:"ch-fsync" help:"Make ClickHouse fsync every inserted part before the INSERT returns (fsync_after_insert, fsync_part_directory on ferry's tables), so a crash of the ClickHouse host cannot lose rows whose WAL ferry confirmed. Costs insert latency." env:"FERRY_CH_FSYNC"`
-	BatchRows   int           `name:"batch-rows" help:"Flush when this many rows are pending." default:"50000" env:"FERRY_BATCH_ROWS"`
-	BatchBytes  int           `name:"batch-bytes" help:"Flush when the pending rows hold this many bytes." default:"33554432" env:"FERRY_BATCH_BYTES"`
-	BatchAge    time.Duration `name:"batch-age" help:"Flush when the oldest pending row waited this long." default:"300ms" env:"FERRY_BATCH_AGE"`
-	CopyWorkers int           `name:"copy-workers" help:"Connections the initial copy reads with at once: big tables in page ranges, one INSERT in flight each. 0: min(4, 2 x CPUs)." default:"0" env:"FERRY_COPY_WORKERS"`
-	Streaming   string        `name:"streaming" help:"Receive transactions larger than the server's logical_decoding_work_mem while they run (PostgreSQL 14+), kept in --spill-dir until they commit: on, off, or auto (on where the server supports it)." default:"auto" enum:"auto,on,off" env:"FERRY_STREAMING"`
-	SpillDir    string        `name:"spill-dir" help:"Directory for the changes of streamed transactions waiting for their commit. Default: the system's temporary directory." env:"FERRY_SPILL_DIR"`
+	CatchUp      bool          `name:"catch-up" help:"Exit 0 once every transaction committed before the start is in ClickHouse."`
+	RetryFor     time.Duration `name:"retry-for" help:"Give up once lost connections have been retried this long (a PostgreSQL not reached since the start is not retried). 0: for ever; with --catch-up 5m." default:"0s" env:"FERRY_RETRY_FOR"`
+	CHFsync      bool          `name:"ch-fsync" help:"Make ClickHouse fsync every inserted part before the INSERT returns (fsync_after_insert, fsync_part_directory on ferry's tables), so a crash of the ClickHouse host cannot lose rows whose WAL ferry confirmed. Costs insert latency." env:"FERRY_CH_FSYNC"`
+	CurrentViews bool          `name:"current-views" help:"Create, for each replicated ClickHouse table <t>, a view <t>_current of its live rows with the source columns only (FINAL, deleted rows left out; all rows of an append-only table), kept in step with schema changes." env:"FERRY_CURRENT_VIEWS"`
+	BatchRows    int           `name:"batch-rows" help:"Flush when this many rows are pending." default:"50000" env:"FERRY_BATCH_ROWS"`
+	BatchBytes   int           `name:"batch-bytes" help:"Flush when the pending rows hold this many bytes." default:"33554432" env:"FERRY_BATCH_BYTES"`
+	BatchAge     time.Duration `name:"batch-age" help:"Flush when the oldest pending row waited this long." default:"300ms" env:"FERRY_BATCH_AGE"`
+	CopyWorkers  int           `name:"copy-workers" help:"Connections the initial copy reads with at once: big tables in page ranges, one INSERT in flight each. 0: min(4, 2 x CPUs)." default:"0" env:"FERRY_COPY_WORKERS"`
+	Streaming    string        `name:"streaming" help:"Receive transactions larger than the server's logical_decoding_work_mem while they run (PostgreSQL 14+), kept in --spill-dir until they commit: on, off, or auto (on where the server supports it)." default:"auto" enum:"auto,on,off" env:"FERRY_STREAMING"`
+	SpillDir     string        `name:"spill-dir" help:"Directory for the changes of streamed transactions waiting for their commit. Default: the system's temporary directory." env:"FERRY_SPILL_DIR"`
 	opsFlags
 	Sink string `help:"Where rows go: clickhouse, or kafka (Debezium envelopes; load them with ferry load --from-kafka)." default:"clickhouse" enum:"clickhouse,kafka" env:"FERRY_SINK"`
 	kafkaPublishFlags
@@ -56,7 +57,7 @@ func (c *runCmd) Run(ctx context.Context, log *zap.Logger) error {
 	if c.Sink == "kafka" {
 		return c.runKafka(ctx, log)
 	}
-	sink, err := openSink(ctx, c.connFlags, log, c.CHFsync)
+	sink, err := openSink(ctx, c.connFlags, log, sinkOptions{fsync: c.CHFsync, views: c.CurrentViews})
 	if err != nil {
 		return err
 	}
@@ -119,9 +120,15 @@ func (c *runCmd) replicatorConfig(log *zap.Logger, obs *observer) replicator.Con
 	}
 }
 
+// sinkOptions are the flags of ferry run that only it passes to the sink.
+type sinkOptions struct {
+	fsync bool // --ch-fsync
+	views bool // --current-views
+}
+
 // openSink connects to ClickHouse, into the database the flags name or
-// else the one named like the PostgreSQL database; fsync is --ch-fsync.
-func openSink(ctx context.Context, c connFlags, log *zap.Logger, fsync bool) (*clickhouse.Sink, error) {
+// else the one named like the PostgreSQL database.
+func openSink(ctx context.Context, c connFlags, log *zap.Logger, o sinkOptions) (*clickhouse.Sink, error) {
 	if c.CH == "" {
 		return nil, fmt.Errorf("no ClickHouse URL: set --ch or FERRY_CH_URL (clickhouse://user@host:9000)")
 	}
@@ -134,7 +141,7 @@ func openSink(ctx context.Context, c connFlags, log *zap.Logger, fsync bool) (*c
 		db = cfg.Database
 	}
 	sink, err := clickhouse.New(ctx, clickhouse.Config{DSN: c.CH, Database: db, Logger: log, Cluster: c.CHCluster,
-		CAFile: c.CHCAFile, Password: c.chPassword, Fsync: fsync})
+		CAFile: c.CHCAFile, Password: c.chPassword, Fsync: o.fsync, CurrentViews: o.views})
 	if err != nil {
 		return nil, err
 	}

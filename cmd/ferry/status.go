@@ -75,7 +75,7 @@ func (c *statusCmd) read(ctx context.Context, log *zap.Logger) (status, error) {
 		slot.Slot = "ferry"
 	}
 	st := status{SlotStatus: slot, CHRows: []tableRows{}}
-	sink, err := openSink(ctx, c.connFlags, zap.NewNop(), false)
+	sink, err := openSink(ctx, c.connFlags, zap.NewNop(), sinkOptions{})
 	if err != nil {
 		return st, err
 	}

@@ -33,7 +33,7 @@ func (c *teardownCmd) Run(ctx context.Context, log *zap.Logger) error {
 	if c.DropClickHouse {
 		// The table list must be read before the publications are dropped.
 		var err error
-		if sink, err = openSink(ctx, c.connFlags, zap.NewNop(), false); err != nil {
+		if sink, err = openSink(ctx, c.connFlags, zap.NewNop(), sinkOptions{}); err != nil {
 			return err
 		}
 		defer sink.Close()
@@ -54,6 +54,13 @@ func (c *teardownCmd) Run(ctx context.Context, log *zap.Logger) error {
 		}
 		for _, tm := range tms {
 			chTables = append(chTables, tm.Name)
+			view, err := sink.CurrentView(ctx, tm.Name)
+			if err != nil {
+				return err
+			}
+			if view != "" {
+				chTables = append(chTables, view)
+			}
 		}
 		chTables = append(chTables, clickhouse.StateTables()...)
 	}

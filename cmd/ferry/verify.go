@@ -21,7 +21,7 @@ type verifyCmd struct {
 // Run compares every replicated table and fails naming the tables that
 // differ and their first differing keys.
 func (c *verifyCmd) Run(ctx context.Context, log *zap.Logger) error {
-	sink, err := openSink(ctx, c.connFlags, log, false)
+	sink, err := openSink(ctx, c.connFlags, log, sinkOptions{})
 	if err != nil {
 		return err
 	}

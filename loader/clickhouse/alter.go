@@ -27,7 +27,10 @@ func (s *Sink) AlterTable(ctx context.Context, tm *schema.TableMap, changes []sc
 			s.log.Info("altered table", zap.String("table", tm.Name), zap.String("statement", q))
 		}
 	}
-	return nil
+	if len(changes) == 0 {
+		return nil
+	}
+	return s.syncView(ctx, tm)
 }
 
 // errClusterRebuild refuses the table renames and rebuilds that a cluster
@@ -50,7 +53,13 @@ func (s *Sink) RenameTable(ctx context.Context, from, to *schema.TableMap) error
 	if err := s.exec(ctx, q, fmt.Sprintf("rename table %s to %s", s.table(from.Name), s.table(to.Name))); err != nil {
 		return reject(err)
 	}
-	return nil
+	if err := s.dropView(ctx, from.Name); err != nil {
+		return err
+	}
+	// The table has from's columns until the AlterTable that follows.
+	renamed := *from
+	renamed.Name = to.Name
+	return s.syncView(ctx, &renamed)
 }
 
 // SwapTable puts shadow in target's place and drops the old table. In an
@@ -79,7 +88,10 @@ func (s *Sink) SwapTable(ctx context.Context, target, shadow *schema.TableMap) e
 				return reject(err)
 			}
 			// The shadow's name now holds the old rows.
-			return s.exec(ctx, "DROP TABLE IF EXISTS "+s.table(shadow.Name), "drop the replaced "+s.table(target.Name))
+			if err := s.exec(ctx, "DROP TABLE IF EXISTS "+s.table(shadow.Name), "drop the replaced "+s.table(target.Name)); err != nil {
+				return err
+			}
+			return s.syncView(ctx, swappedIn(target, shadow))
 		}
 	}
 	pairs := [][2]string{{shadow.Name, target.Name}}
@@ -90,9 +102,18 @@ func (s *Sink) SwapTable(ctx context.Context, target, shadow *schema.TableMap) e
 		return reject(err)
 	}
 	if exists {
-		return s.exec(ctx, "DROP TABLE IF EXISTS "+s.table(old), "drop table "+s.table(old))
+		if err := s.exec(ctx, "DROP TABLE IF EXISTS "+s.table(old), "drop table "+s.table(old)); err != nil {
+			return err
+		}
 	}
-	return nil
+	return s.syncView(ctx, swappedIn(target, shadow))
+}
+
+// swappedIn is the mapping of target's table once shadow took its place.
+func swappedIn(target, shadow *schema.TableMap) *schema.TableMap {
+	tm := *shadow
+	tm.Name = target.Name
+	return &tm
 }
 
 // Exists reports whether the table is in the sink's database.

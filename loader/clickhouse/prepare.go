@@ -21,6 +21,9 @@ func (s *Sink) Prepare(ctx context.Context, tables []*schema.TableMap) error {
 		if err := s.prepareTable(ctx, tm); err != nil {
 			return err
 		}
+		if err := s.syncView(ctx, tm); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -62,6 +62,12 @@ type Config struct {
 	// must then have none), e.g. read from a file. It never appears in a
 	// message. Default: the DSN's.
 	Password string
+	// CurrentViews makes Prepare create, for each replicated table <t>, a
+	// view <t>_current of its live rows with the source columns only
+	// (schema.CurrentViewSelect), and keeps it in step with the table's
+	// column changes, renames and rebuilds. Not supported with Cluster.
+	// Default: off.
+	CurrentViews bool
 	// Clock is read for the updated column of ferry's state tables.
 	// Default: time.Now.
 	Clock func() time.Time
@@ -77,6 +83,7 @@ type Sink struct {
 	cluster string
 	caps    schema.Capabilities
 	fsync   bool // Config.Fsync
+	views   bool // Config.CurrentViews
 	version string
 	chunk   int
 	red     redactor
@@ -116,6 +123,9 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		return nil, fmt.Errorf("clickhouse: DSN %s uses the HTTP protocol; ferry needs the native one: "+
 			"use clickhouse://host:9000 (the native TCP port)", red.dsn())
 	}
+	if cfg.Cluster != "" && cfg.CurrentViews {
+		return nil, errors.New("clickhouse: current-state views (--current-views) are not supported with a cluster (--ch-cluster) yet")
+	}
 	if cfg.Cluster != "" {
 		// An insert into a Distributed table returns once every shard has
 		// its rows, not once they are queued on this server's disk: ferry
@@ -128,6 +138,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	}
 	s := &Sink{
 		fsync:   cfg.Fsync,
+		views:   cfg.CurrentViews,
 		cluster: cfg.Cluster,
 		db:      cfg.Database,
 		host:    strings.Join(opts.Addr, ","),
