@@ -266,6 +266,16 @@ func (s *stream) rebuild(ctx context.Context, rel *relation, version uint64) err
 	}
 	shadow := *rel.tm
 	shadow.Name = fmt.Sprintf("%s__ferry_rebuild_%x", rel.tm.Name, version)
+	// A shadow of that name is left over from a rebuild cut short, maybe
+	// to another shape (the changes replayed from a streamed transaction's
+	// spill can share a version): ferry's own scratch table, made anew.
+	if d, ok := s.sink.(interface {
+		DropTable(ctx context.Context, name string) error
+	}); ok {
+		if err := d.DropTable(ctx, shadow.Name); err != nil {
+			return err
+		}
+	}
 	if err := s.sink.Prepare(ctx, []*schema.TableMap{&shadow}); err != nil {
 		return err
 	}
