@@ -105,14 +105,24 @@ func checkColumns(db string, tm *schema.TableMap, have map[string]string) error 
 }
 
 // ColumnDifferences reports whether the table exists and how its columns
-// differ from the mapping's (none: they match).
-func (s *Sink) ColumnDifferences(ctx context.Context, tm *schema.TableMap) (exists bool, diffs []string, err error) {
+// differ from the mapping's: columns missing or of another type, and
+// columns the source table no longer has (none of either: they match).
+func (s *Sink) ColumnDifferences(ctx context.Context, tm *schema.TableMap) (exists bool, diffs, extra []string, err error) {
 	have, err := s.columns(ctx, tm.Name)
 	if err != nil || len(have) == 0 {
-		return false, nil, err
+		return false, nil, nil, err
 	}
-	return true, columnDiffs(tm, have), nil
+	for _, d := range columnDiffs(tm, have) {
+		if strings.HasSuffix(d, extraColumn) {
+			extra = append(extra, d)
+		} else {
+			diffs = append(diffs, d)
+		}
+	}
+	return true, diffs, extra, nil
 }
+
+const extraColumn = " is not in the source table"
 
 // columnDiffs lists, sorted, how the columns have differ from tm's.
 func columnDiffs(tm *schema.TableMap, have map[string]string) []string {
@@ -129,7 +139,7 @@ func columnDiffs(tm *schema.TableMap, have map[string]string) []string {
 	}
 	for name, got := range have {
 		if _, ok := want[name]; !ok && name != schema.SyncedAtColumn {
-			diffs = append(diffs, fmt.Sprintf("%q (%s) is not in the source table", name, got))
+			diffs = append(diffs, fmt.Sprintf("%q (%s)", name, got)+extraColumn)
 		}
 	}
 	sort.Strings(diffs)
