@@ -36,11 +36,13 @@ var (
 var ciSeeds = []uint64{1, 3, 7, 9}
 
 // regressions are long rounds that found a bug, kept in the short mode
-// as its regression tests: seed 771526 round 8 (a partitioned root with
-// REPLICA IDENTITY FULL whose leaves kept the default; the old row
-// decoded for Kafka's before stopped the stream), round 14 (a rebuild's
-// leftover shadow table of another shape stopped every restart).
-var regressions = [][2]uint64{{771526, 8}, {771526, 14}}
+// as its regression tests: seed 771526 round 14 (a rebuild's leftover
+// shadow table of another shape stopped every restart). Round 8 of that
+// seed (a partitioned root with REPLICA IDENTITY FULL whose leaves kept
+// the default) has a test of its own, TestPartitionRootFullIdentity: the
+// round also meets, now and then, PostgreSQL's "could not map filenode"
+// decoding error, which is not ferry's.
+var regressions = [][2]uint64{{771526, 14}}
 
 func TestTorture(t *testing.T) {
 	servers := chServers(t)
