@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -39,26 +38,9 @@ func appendEvent(b []byte, c column, cd codec, v any) ([]byte, error) {
 		return appendTextArray(b, c, cd, v)
 	}
 	if c.array {
-		rv := reflect.ValueOf(v)
-		if rv.Kind() != reflect.Slice {
-			return nil, fmt.Errorf("want an array, got %T", v)
-		}
 		elem := c
 		elem.array = false
-		b = append(b, '[')
-		for i := range rv.Len() {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			e := rv.Index(i)
-			var err error
-			if e.Kind() == reflect.Pointer && e.IsNil() {
-				b = append(b, "null"...)
-			} else if b, err = appendEvent(b, elem, cd, reflect.Indirect(e).Interface()); err != nil {
-				return nil, err
-			}
-		}
-		return append(b, ']'), nil
+		return appendJSONArray(b, v, func(b []byte, e any) ([]byte, error) { return appendEvent(b, elem, cd, e) })
 	}
 	switch x := v.(type) {
 	case decimal.Decimal:

@@ -20,6 +20,29 @@ import (
 // included) holds exactly; larger ones are written as strings.
 const maxSafeInt = 1<<53 - 1
 
+// appendJSONArray appends the slice v as a JSON array, a nil element as
+// null and the others through elem.
+func appendJSONArray(b []byte, v any, elem func(b []byte, e any) ([]byte, error)) ([]byte, error) {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Slice {
+		return nil, fmt.Errorf("want an array, got %T", v)
+	}
+	b = append(b, '[')
+	for i := range rv.Len() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		e := rv.Index(i)
+		var err error
+		if e.Kind() == reflect.Pointer && e.IsNil() {
+			b = append(b, "null"...)
+		} else if b, err = elem(b, reflect.Indirect(e).Interface()); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, ']'), nil
+}
+
 // appendValue appends the JSON of one value the publisher was handed (a Go
 // value of schema.ColumnMap.Convert under the wire capabilities).
 func appendValue(b []byte, k wireKind, array bool, v any) ([]byte, error) {
@@ -27,24 +50,7 @@ func appendValue(b []byte, k wireKind, array bool, v any) ([]byte, error) {
 		return append(b, "null"...), nil
 	}
 	if array {
-		rv := reflect.ValueOf(v)
-		if rv.Kind() != reflect.Slice {
-			return nil, fmt.Errorf("want an array, got %T", v)
-		}
-		b = append(b, '[')
-		for i := range rv.Len() {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			e := rv.Index(i)
-			var err error
-			if e.Kind() == reflect.Pointer && e.IsNil() {
-				b = append(b, "null"...)
-			} else if b, err = appendValue(b, k, false, reflect.Indirect(e).Interface()); err != nil {
-				return nil, err
-			}
-		}
-		return append(b, ']'), nil
+		return appendJSONArray(b, v, func(b []byte, e any) ([]byte, error) { return appendValue(b, k, false, e) })
 	}
 	switch x := v.(type) {
 	case string:
