@@ -38,7 +38,8 @@
 # FERRY_CH_LEGACY_URL (18.16). The libchdb download (~180 MB) is cached in
 # FERRY_CHDB_CACHE [/var/cache/ferry-chdb as root, else ~/.cache/ferry-chdb],
 # so a second `up` does not fetch it again. Ports of the modern server:
-# FERRY_STACK_CHM_PORT [29000], FERRY_STACK_CHM_HTTP_PORT [28123].
+# FERRY_STACK_CHM_PORT [29000], FERRY_STACK_CHM_HTTP_PORT [28123], FERRY_STACK_CHM_INNER_PORT
+# [FERRY_STACK_CHM_PORT + 1] (the server behind the shield).
 # KAFKA=1 deploy/stack.sh up also starts kfake, an in-memory TEST broker
 # (deploy/kfake), on 127.0.0.1:19092 and exports FERRY_KAFKA_BROKERS.
 # `up` as root installs Debian's zookeeper (for deploy/clustertest); it starts
@@ -576,7 +577,7 @@ fi
 CHDB_LIB="$CHDB_CACHE/$CHDB_VERSION/libchdb.so"
 CHM_TCP_PORT="${FERRY_STACK_CHM_PORT:-29000}"
 CHM_HTTP_PORT="${FERRY_STACK_CHM_HTTP_PORT:-28123}"
-CHM_INNER_PORT="${FERRY_STACK_CHM_INNER_PORT:-29001}" # the server's own native port, behind the shield
+CHM_INNER_PORT="${FERRY_STACK_CHM_INNER_PORT:-$((CHM_TCP_PORT + 1))}" # the server's own native port, behind the shield
 CHM_DIR="$STACK/chm"
 CHM_BIN="$CHM_DIR/chdb-server"
 CHM_PIDFILE="$CHM_DIR/supervisor.pid"

@@ -25,7 +25,9 @@ import (
 // leaf's relfilenode (which TRUNCATE, VACUUM FULL and CLUSTER change) with
 // the table's state, compares it with the catalog before it confirms a
 // position, and stops when a change stays unexplained by the stream: a
-// TRUNCATE of the root, or a captured DDL that rebuilt the table.
+// TRUNCATE of the root, or a captured DDL that rebuilt the table. An
+// append-only table is not watched for rewrites: it replicates no TRUNCATE
+// or DELETE, so a partition emptied or rewritten changes nothing for it.
 
 // leafState is one leaf partition as ferry last knew it.
 type leafState struct {
@@ -160,11 +162,20 @@ func (s *stream) partitionChanges(ctx context.Context, conn *pgx.Conn, rel *rela
 		known[l.OID] = l
 	}
 	var changes []partChange
-	grew := false
+	save := false
 	for _, l := range now {
 		k, ok := known[l.OID]
 		delete(known, l.OID)
 		switch {
+		case ok && k.Node != l.Node && rel.ref.AppendOnly:
+			// An insert-only table replicates no TRUNCATE or DELETE: a
+			// rewritten partition changes nothing ClickHouse should hold.
+			for i := range rel.doc.Leaves {
+				if rel.doc.Leaves[i].OID == l.OID {
+					rel.doc.Leaves[i].Node = l.Node
+				}
+			}
+			save = true
 		case ok && k.Node != l.Node:
 			changes = append(changes, partChange{root: rel, leaf: l.Name, what: "truncated or rewritten"})
 		case !ok:
@@ -177,13 +188,13 @@ func (s *stream) partitionChanges(ctx context.Context, conn *pgx.Conn, rel *rela
 				continue
 			}
 			rel.doc.Leaves = append(rel.doc.Leaves, l.leafState)
-			grew = true
+			save = true
 		}
 	}
 	for _, l := range known {
 		changes = append(changes, partChange{root: rel, leaf: l.Name, what: "detached or dropped"})
 	}
-	if grew {
+	if save {
 		sort.Slice(rel.doc.Leaves, func(i, j int) bool { return rel.doc.Leaves[i].OID < rel.doc.Leaves[j].OID })
 		if err := s.rep.saveState(ctx, rel); err != nil {
 			return nil, err
@@ -253,12 +264,45 @@ func (s *stream) truncatedLeaves(ctx context.Context, rel *relation, xid uint32)
 	}
 	for _, l := range now {
 		for i := range rel.doc.Leaves {
-			if rel.doc.Leaves[i].OID == l.OID && l.xmin == xid {
-				rel.doc.Leaves[i].Node = l.Node
+			k := &rel.doc.Leaves[i]
+			if k.OID != l.OID || k.Node == l.Node {
+				continue
+			}
+			rewrote := l.xmin == xid
+			if !rewrote {
+				if rewrote, err = rewroteIn(ctx, conn, l, xid); err != nil {
+					return err
+				}
+			}
+			if rewrote {
+				k.Node = l.Node
 			}
 		}
 	}
 	return s.rep.saveState(ctx, rel)
+}
+
+// rewroteIn reports whether transaction xid gave leaf l its file, when a
+// later statement (an ALTER TABLE ... ADD COLUMN of the root, say) has
+// replaced the leaf's catalog row and its xmin with it: TRUNCATE gives the
+// leaf's indexes and TOAST table new files too, and so does every later
+// rewrite of the leaf (TRUNCATE, VACUUM FULL, CLUSTER, a rewriting ALTER
+// TABLE), while statements that only change the leaf's own row leave
+// theirs alone. So one of them still last changed by xid means nothing
+// rewrote the leaf since. (ALTER TABLE ... SET TABLESPACE moves the heap
+// alone, but it moves the rows with it.) A leaf with neither index nor
+// TOAST table gives no such evidence and stays unexplained.
+func rewroteIn(ctx context.Context, conn *pgx.Conn, l leafNow, xid uint32) (bool, error) {
+	var rewrote bool
+	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_class r WHERE r.xmin::text::bigint = $2
+		AND (r.oid = (SELECT reltoastrelid FROM pg_class WHERE oid = $1::oid)
+			OR r.oid IN (SELECT i.indexrelid FROM pg_index i WHERE i.indrelid = $1::oid
+				OR i.indrelid = (SELECT reltoastrelid FROM pg_class WHERE oid = $1::oid))))`,
+		int64(l.OID), int64(xid)).Scan(&rewrote)
+	if err != nil {
+		return false, fmt.Errorf("look at the indexes of partition %s: %w", l.Name, err)
+	}
+	return rewrote, nil
 }
 
 // refreshLeaves reads a table's leaves before a copy of it: whatever
