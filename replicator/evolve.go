@@ -15,8 +15,8 @@ import (
 	"github.com/ferry-cdc/ferry/schema"
 )
 
-// message handles a logical decoding message: ferry's DDL events and
-// heartbeats. Others are not ferry's business.
+// message handles a logical decoding message: ferry's DDL events,
+// resync requests and heartbeats. Others are not ferry's business.
 func (s *stream) message(ctx context.Context, m *pglogrepl.LogicalDecodingMessage, version uint64) error {
 	switch m.Prefix {
 	case HeartbeatPrefix:
@@ -30,6 +30,13 @@ func (s *stream) message(ctx context.Context, m *pglogrepl.LogicalDecodingMessag
 			return nil
 		}
 		return s.ddl(ctx, ev, version)
+	case resyncPrefix:
+		var req resyncRequest
+		if err := json.Unmarshal(m.Content, &req); err != nil {
+			s.log.Warn("ignoring a ferry.resync message ferry cannot read", zap.Error(err))
+			return nil
+		}
+		return s.resync(ctx, req, version)
 	}
 	return nil
 }
@@ -104,6 +111,12 @@ func relationKey(m *pglogrepl.RelationMessage, c *pglogrepl.RelationMessageColum
 // from a fresh copy (see copyFresh) into a shadow table named after
 // version, the change's WAL position.
 func (s *stream) evolve(ctx context.Context, rel *relation, d described, byAttnum bool, version uint64) error {
+	return s.evolveTo(ctx, rel, d, byAttnum, version, false)
+}
+
+// evolveTo is evolve, with a rebuild even of an unchanged table when
+// rebuild is set (a resync).
+func (s *stream) evolveTo(ctx context.Context, rel *relation, d described, byAttnum bool, version uint64, rebuild bool) error {
 	if rel.ref.AppendOnly {
 		d.table.AppendOnly = true
 	}
@@ -118,7 +131,7 @@ func (s *stream) evolve(ctx context.Context, rel *relation, d described, byAttnu
 	// The row key encoding is the ClickHouse rows', which only a copy changes.
 	d.table.DistinctNull, d.doc.DistinctNull = rel.tm.Source.DistinctNull, rel.doc.DistinctNull
 	attach := byAttnum && !reflect.DeepEqual(rel.partitions, d.partitions)
-	if reflect.DeepEqual(rel.tm.Source, d.table) && !attach {
+	if reflect.DeepEqual(rel.tm.Source, d.table) && !attach && !rebuild {
 		rel.typeOIDs, rel.attnums, rel.hasDefault, rel.partitions, rel.doc = d.typeOIDs, d.attnums, d.hasDefault, d.partitions, d.doc
 		return s.rep.saveState(ctx, rel)
 	}
@@ -147,7 +160,7 @@ func (s *stream) evolve(ctx context.Context, rel *relation, d described, byAttnu
 	// change the rows already in ClickHouse carry keys that the stream's
 	// old-row identities no longer produce, so only a copy re-keys them.
 	fullRow := rel.tm.Source.FullRow && len(changes) > 0
-	rebuild := attach || rel.stale || fullRow || !schema.SameKey(rel.tm, tm)
+	rebuild = rebuild || attach || rel.stale || fullRow || !schema.SameKey(rel.tm, tm)
 	for _, c := range changes {
 		added := c.Kind == schema.ColumnAdded && next.addedWithDefault(c.To.Name)
 		rebuild = rebuild || added || !schema.InPlace(c, s.rep.caps)

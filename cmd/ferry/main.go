@@ -29,6 +29,7 @@ type cli struct {
 	Verify   verifyCmd   `cmd:"" help:"Compare every replicated table in PostgreSQL and ClickHouse."`
 	Setup    setupCmd    `cmd:"" help:"Install ferry's DDL capture (an event trigger; needs a superuser), so schema changes reach ClickHouse in stream order."`
 	Status   statusCmd   `cmd:"" help:"Show the slot, lag, retained WAL, tables and last error (works while ferry run runs elsewhere)."`
+	Resync   resyncCmd   `cmd:"" help:"Copy tables afresh while ferry run streams the others: a shadow table, swapped in."`
 	Check    checkCmd    `cmd:"" help:"Check PostgreSQL and ClickHouse for everything ferry run needs; list each problem with its fix."`
 	Teardown teardownCmd `cmd:"" help:"Drop ferry's slot, publications and DDL trigger (and with --drop-clickhouse its ClickHouse tables)."`
 	Cfg      configCmd   `cmd:"" name:"config" help:"Show the effective configuration."`

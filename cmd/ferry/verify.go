@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/ferry-cdc/ferry/loader/clickhouse"
 	"github.com/ferry-cdc/ferry/replicator"
 	"github.com/ferry-cdc/ferry/schema"
 	"github.com/ferry-cdc/ferry/verify"
@@ -16,32 +19,83 @@ import (
 type verifyCmd struct {
 	connFlags
 	tableFlags
+	Repair        bool          `help:"Copy the tables whose rows differ afresh (ferry resync), wait for the copy, and verify them again."`
+	RepairTimeout time.Duration `name:"repair-timeout" help:"With --repair: give up waiting for the copies after this long." default:"1h"`
 }
 
 // Run compares every replicated table and fails naming the tables that
-// differ and their first differing keys.
+// differ and their first differing keys. With --repair it resyncs the
+// tables whose rows differ and compares them again.
 func (c *verifyCmd) Run(ctx context.Context, log *zap.Logger) error {
 	sink, err := openSink(ctx, c.connFlags, log, sinkOptions{})
 	if err != nil {
 		return err
 	}
 	defer sink.Close()
-	tms, err := replicator.Tables(ctx, replicator.Config{
-		ConnString: c.PG, Publication: c.Publication, Tables: c.Tables,
+	cfg := replicator.Config{
+		ConnString: c.PG, Slot: c.Slot, Publication: c.Publication, Tables: c.Tables,
 		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns,
 		ExcludeColumns: c.ExcludeColumns, RowFilters: c.RowFilter, Logger: log,
-	}, sink.Capabilities())
+	}
+	tms, err := replicator.Tables(ctx, cfg, sink.Capabilities())
 	if err != nil {
 		return err
 	}
+	bad, rows, err := c.compare(ctx, sink, tms)
+	if err != nil {
+		return err
+	}
+	if len(rows) > 0 && c.Repair {
+		if c.CHCluster != "" {
+			return fmt.Errorf("verify --repair: rebuilding a table on a ClickHouse cluster is not supported yet; %d tables differ: %v", len(bad), bad)
+		}
+		r, err := replicator.RequestResync(ctx, cfg, rows)
+		if err != nil {
+			return err
+		}
+		if !r.Active {
+			fmt.Printf("repair: resync of %v requested at WAL %s; no ferry run streams from slot %s now, so the copy happens when it starts\n",
+				r.Tables, r.LSN, cfgSlot(cfg))
+			return fmt.Errorf("verify: %d tables differ: %v (resync requested)", len(bad), bad)
+		}
+		fmt.Printf("repair: copying %v afresh\n", r.Tables)
+		if err := reportResync(ctx, cfg, r, true, c.RepairTimeout); err != nil {
+			return err
+		}
+		var again []*schema.TableMap
+		for _, tm := range tms {
+			if slices.Contains(rows, tm.Source.Schema+"."+tm.Source.Name) {
+				again = append(again, tm)
+			}
+		}
+		fmt.Println("repair: verifying the copied tables again")
+		still, _, err := c.compare(ctx, sink, again)
+		if err != nil {
+			return err
+		}
+		repaired := len(rows) - len(still)
+		bad = slices.DeleteFunc(bad, func(t string) bool { return slices.Contains(rows, t) && !slices.Contains(still, t) })
+		fmt.Printf("repair: %d of %d tables repaired\n", repaired, len(rows))
+	}
+	if len(bad) > 0 {
+		fmt.Fprintf(os.Stderr, "%d of %d tables differ\n", len(bad), len(tms))
+		return fmt.Errorf("verify: %d tables differ: %v", len(bad), bad)
+	}
+	fmt.Printf("all %d tables match\n", len(tms))
+	return nil
+}
+
+// compare verifies tables and prints what it finds. It returns the tables
+// that differ and, of those, the ones whose rows differ (a resync's
+// business, unlike a schema change not applied yet).
+func (c *verifyCmd) compare(ctx context.Context, sink *clickhouse.Sink, tms []*schema.TableMap) (bad, rows []string, err error) {
 	source := func(ctx context.Context, tm *schema.TableMap, fn func([]any) error) error {
 		return replicator.ScanTable(ctx, c.PG, tm, fn)
 	}
-	var bad []string
 	for _, tm := range tms {
 		exists, diffs, extra, err := sink.ColumnDifferences(ctx, tm)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if !exists || len(diffs) > 0 {
 			// Not a table verify can compare row by row: say how it differs.
@@ -63,26 +117,22 @@ func (c *verifyCmd) Run(ctx context.Context, log *zap.Logger) error {
 		}
 		width, err := sink.ScanColumns(ctx, tm)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		res, err := verify.Table(ctx, tm, source, sink.ScanLiveColumns, verify.Config{DestColumns: width})
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if res.Match {
 			fmt.Printf("ok       %s: %d rows\n", res.Table, res.SourceRows)
 			continue
 		}
 		bad = append(bad, res.Table)
+		rows = append(rows, res.Table)
 		fmt.Printf("DIFFERS  %s: %d rows in PostgreSQL, %d in ClickHouse\n", res.Table, res.SourceRows, res.DestRows)
 		for _, d := range res.Differences {
 			fmt.Printf("         %s\n", d)
 		}
 	}
-	if len(bad) > 0 {
-		fmt.Fprintf(os.Stderr, "%d of %d tables differ\n", len(bad), len(tms))
-		return fmt.Errorf("verify: %d tables differ: %v", len(bad), bad)
-	}
-	fmt.Printf("all %d tables match\n", len(tms))
-	return nil
+	return bad, rows, nil
 }

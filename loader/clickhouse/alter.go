@@ -41,6 +41,15 @@ func (s *Sink) errClusterRebuild(what string, tm *schema.TableMap) error {
 		what, s.table(tm.Name), s.cluster, s.table(tm.Name), s.table(schema.LocalName(tm.Name))))
 }
 
+// CanRebuild tells whether the sink can rebuild a table (a resync): not
+// on a cluster yet.
+func (s *Sink) CanRebuild(tm *schema.TableMap) error {
+	if s.cluster != "" {
+		return s.errClusterRebuild("rebuild table", tm)
+	}
+	return nil
+}
+
 // RenameTable renames a table within the sink's database.
 func (s *Sink) RenameTable(ctx context.Context, from, to *schema.TableMap) error {
 	if from.Name == to.Name {
