@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ferry-cdc/ferry/loader"
@@ -232,15 +233,40 @@ func (c *cdc) stop() {
 	c.closer() //nolint:errcheck // nothing is buffered in either sink
 }
 
-// dropCDC removes the slot and publication a previous run left.
+// dropCDC removes the slot and publication a previous run left. The
+// server sees the in-process ferry's walsender end a moment after ferry
+// closed its connection, and an active slot cannot be dropped, so it
+// waits for the slot to go idle (a busy server took over a second).
 func (b *bencher) dropCDC(ctx context.Context) error {
-	for _, q := range []string{
-		`SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '` + b.cfg.Slot + `' AND NOT active`,
-		"DROP PUBLICATION IF EXISTS " + cdcPublication,
-	} {
-		if _, err := b.db.Exec(ctx, q); err != nil {
-			return fmt.Errorf("drop the benchmark's replication objects: %w", err)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var active bool
+		err := b.db.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, b.cfg.Slot).Scan(&active)
+		if errors.Is(err, pgx.ErrNoRows) {
+			break
 		}
+		if err != nil {
+			return fmt.Errorf("drop the benchmark's replication slot %s: %w", b.cfg.Slot, err)
+		}
+		if !active {
+			_, err := b.db.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, b.cfg.Slot)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) { // else it became active again, or another drop won
+				return fmt.Errorf("drop the benchmark's replication slot %s: %w", b.cfg.Slot, err)
+			}
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("drop the benchmark's replication slot %s: still in use 2 minutes after the benchmark's replication stopped", b.cfg.Slot)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if _, err := b.db.Exec(ctx, "DROP PUBLICATION IF EXISTS "+cdcPublication); err != nil {
+		return fmt.Errorf("drop the benchmark's replication objects: %w", err)
 	}
 	return nil
 }

@@ -30,9 +30,22 @@ const (
 
 // walReader runs pg_waldump on the server's WAL directory.
 type walReader struct {
-	bin string // pg_waldump
-	dir string // the server's pg_wal
-	db  uint32 // the benchmark database's oid, to tell its WAL from others'
+	bin     string // pg_waldump
+	dir     string // the server's pg_wal
+	db      uint32 // the benchmark database's oid, to tell its WAL from others'
+	tli     string // the timeline, as WAL file names spell it
+	segSize int64  // wal_segment_size in bytes
+}
+
+// args are pg_waldump's arguments for the WAL from start to end. The
+// start's segment file is named: without it pg_waldump learns the segment
+// size from whichever WAL file the directory lists first, and a file the
+// server has created ahead, still all zeros, makes it fail.
+func (w *walReader) args(start, end int64, more ...string) []string {
+	seg := start / w.segSize
+	perID := int64(0x100000000) / w.segSize
+	name := fmt.Sprintf("%s%08X%08X", w.tli, seg/perID, seg%perID)
+	return append([]string{"--path", w.dir, "--start", lsnText(start), "--end", lsnText(end)}, append(more, name)...)
 }
 
 // openWALReader checks that pg_waldump can read this server's WAL: a
@@ -52,10 +65,12 @@ func openWALReader(ctx context.Context, db *pgxpool.Pool, bin string, versionNum
 	}
 	var dataDir, segment string
 	var oid uint32
+	var segSize int64
 	// The flush position's segment, not the insert position's: WAL inserted
 	// into buffers may lie in a segment whose file is not created yet.
 	if err := db.QueryRow(ctx, `SELECT current_setting('data_directory'), pg_walfile_name(pg_current_wal_flush_lsn()),
-		(SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&dataDir, &segment, &oid); err != nil {
+		(SELECT oid FROM pg_database WHERE datname = current_database()),
+		(SELECT setting::bigint FROM pg_settings WHERE name = 'wal_segment_size')`).Scan(&dataDir, &segment, &oid, &segSize); err != nil {
 		return nil, fmt.Sprintf("read data_directory (needs superuser or pg_read_all_settings): %v", err)
 	}
 	dir := filepath.Join(dataDir, "pg_wal")
@@ -64,7 +79,10 @@ func openWALReader(ctx context.Context, db *pgxpool.Pool, bin string, versionNum
 		return nil, fmt.Sprintf("cannot read the server's WAL (%v): pg_waldump needs the benchmark on the server's host, as a user that may read its data directory", err)
 	}
 	f.Close()
-	return &walReader{bin: bin, dir: dir, db: oid}, ""
+	if len(segment) != 24 || segSize <= 0 {
+		return nil, fmt.Sprintf("unexpected WAL file name %q or wal_segment_size %d", segment, segSize)
+	}
+	return &walReader{bin: bin, dir: dir, db: oid, tli: segment[:8], segSize: segSize}, ""
 }
 
 var waldumpVersion = regexp.MustCompile(`\(PostgreSQL\) (\d+)`)
@@ -96,7 +114,7 @@ type walStats struct {
 // dump reads the records between start and end (insert positions, bytes
 // since 0/0); a record that ends after end is not counted.
 func (w *walReader) dump(ctx context.Context, start, end int64) (walStats, error) {
-	cmd := exec.CommandContext(ctx, w.bin, "--path", w.dir, "--start", lsnText(start), "--end", lsnText(end))
+	cmd := exec.CommandContext(ctx, w.bin, w.args(start, end)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -204,7 +222,7 @@ type dumpStats struct {
 var totalLine = regexp.MustCompile(`(?m)^Total\s+(\d+)\s+(\d+) \[[^]]*\]\s+(\d+) \[[^]]*\]\s+(\d+) \[`)
 
 func (w *walReader) stats(ctx context.Context, start, end int64) (dumpStats, error) {
-	out, err := exec.CommandContext(ctx, w.bin, "--path", w.dir, "--start", lsnText(start), "--end", lsnText(end), "--stats").CombinedOutput()
+	out, err := exec.CommandContext(ctx, w.bin, w.args(start, end, "--stats")...).CombinedOutput()
 	if err != nil {
 		return dumpStats{}, fmt.Errorf("pg_waldump --stats: %v: %s", err, strings.TrimSpace(string(out)))
 	}
@@ -226,7 +244,7 @@ func parseStatsTotal(out string) (dumpStats, error) {
 // fullPageCount counts the images in the records pg_waldump --fullpage
 // selects: a filter of pg_waldump's own, not the record parse above.
 func (w *walReader) fullPageCount(ctx context.Context, start, end int64) (int64, error) {
-	out, err := exec.CommandContext(ctx, w.bin, "--path", w.dir, "--start", lsnText(start), "--end", lsnText(end), "--fullpage").Output()
+	out, err := exec.CommandContext(ctx, w.bin, w.args(start, end, "--fullpage")...).Output()
 	if err != nil {
 		return 0, fmt.Errorf("pg_waldump --fullpage: %w", err)
 	}
