@@ -25,6 +25,9 @@ type Config struct {
 	// AppendOnly lists "schema.table" names replicated insert-only, which
 	// needs no replica identity. Default none.
 	AppendOnly []string
+	// NullAsDefault maps nullable columns to non-Nullable ClickHouse types,
+	// a NULL becoming the type's default (schema.Table.NullAsDefault).
+	NullAsDefault bool
 	// TextColumns lists "schema.table.column" names sent as String in
 	// PostgreSQL's text form, whatever their type. Default none.
 	TextColumns []string

@@ -92,6 +92,7 @@ func (r *Replicator) relations(ctx context.Context, conn *pgx.Conn, refs []table
 				"so rows equal in every column are kept once there (ferry verify will show it); add a primary key to copy it exactly",
 				zap.Stringer("table", ref))
 		}
+		d.table.NullAsDefault = r.cfg.NullAsDefault
 		if err := applyTextColumns(&d.table, r.textCols[ref.String()]); err != nil {
 			return nil, err
 		}

@@ -20,13 +20,17 @@ const maxValueInError = 64
 
 // Convert turns PostgreSQL's text output of one value (null true for SQL
 // NULL) into the Go value clickhouse-go appends to the column: nil for NULL
-// in a Nullable column, else the type listed in the package documentation.
+// in a Nullable column, the type's zero for NULL under Table.NullAsDefault,
+// else the type listed in the package documentation.
 // It never changes a value: what ClickHouse cannot hold exactly is an error
 // that starts with the quoted column name and quotes the value.
 func (c ColumnMap) Convert(text []byte, null bool) (any, error) {
 	if null {
 		if c.Nullable {
 			return nil, nil
+		}
+		if c.nullZero {
+			return c.zero, nil
 		}
 		return nil, c.nullError()
 	}

@@ -87,10 +87,12 @@ func Map(t Table, caps Capabilities) (*TableMap, error) {
 	return m, nil
 }
 
-// mapColumn maps one column. Key and NOT NULL columns are never Nullable.
+// mapColumn maps one column. Key and NOT NULL columns are never Nullable,
+// nor any column of a NullAsDefault table.
 func mapColumn(t Table, col Column, caps Capabilities) ColumnMap {
-	notNull := col.NotNull || col.Key
-	cm := ColumnMap{Name: col.Name, fix: "--text-columns " + t.Schema + "." + t.Name + "." + col.Name, key: col.Key}
+	notNull := col.NotNull || col.Key || t.NullAsDefault
+	cm := ColumnMap{Name: col.Name, fix: "--text-columns " + t.Schema + "." + t.Name + "." + col.Name, key: col.Key,
+		nullZero: t.NullAsDefault && !col.NotNull && !col.Key}
 	var k kind
 	switch {
 	case col.Text:

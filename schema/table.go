@@ -41,6 +41,10 @@ type Table struct {
 	// one encoded key column (RowKeyColumn). Rows equal in every column are
 	// one row in ClickHouse.
 	FullRow bool
+	// NullAsDefault maps columns that may hold NULL to non-Nullable
+	// ClickHouse types, a NULL becoming the type's default (0, '', the
+	// epoch, an empty array): --nullable=default-values.
+	NullAsDefault bool `json:",omitempty"`
 	// DistinctNull: the table's row keys encode NULL apart from the text \N
 	// (AppendRowKeyValue). Tables whose ClickHouse rows were keyed before
 	// ferry did so keep the old keys until the table is copied anew.

@@ -43,6 +43,7 @@ type ColumnMap struct {
 	conv     converter
 	zero     any    // what Zero returns
 	key      bool   // part of the table's key
+	nullZero bool   // a NULL becomes zero (Table.NullAsDefault)
 	fix      string // the --text-columns option that makes any value fit
 }
 

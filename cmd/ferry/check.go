@@ -22,7 +22,7 @@ type checkCmd struct {
 // any would stop ferry run.
 func (c *checkCmd) Run(ctx context.Context, log *zap.Logger) error {
 	cfg := replicator.Config{ConnString: c.PG, Slot: c.Slot, Publication: c.Publication, Tables: c.Tables,
-		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns,
+		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns, NullAsDefault: c.Nullable == "default-values",
 		ExcludeColumns: c.ExcludeColumns, RowFilters: c.RowFilter, Logger: zap.NewNop()}
 	var ps []replicator.Problem
 	var info []string

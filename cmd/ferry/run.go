@@ -32,6 +32,7 @@ type tableFlags struct {
 	TextColumns []string `name:"text-columns" help:"Columns (schema.table.column,...) to replicate as String in PostgreSQL's text form." env:"FERRY_TEXT_COLUMNS"`
 	// Filters apply in the publication, so they need PostgreSQL 15.
 	ExcludeColumns []string `name:"exclude-columns" help:"Columns (schema.table.column,...) left out of the publication's column list: their values never leave PostgreSQL (PostgreSQL 15+)." env:"FERRY_EXCLUDE_COLUMNS"`
+	Nullable       string   `help:"Columns that may hold NULL: keep (Nullable ClickHouse types), or default-values (plain types, a NULL becoming the type's default: 0, '', the epoch, an empty array; ferry verify compares with the same mapping). Direct ClickHouse sink only." default:"keep" enum:"keep,default-values" env:"FERRY_NULLABLE"`
 	RowFilter      []string `name:"row-filter" sep:"none" help:"Rows to replicate of one table, 'schema.table:WHERE condition'; repeat the flag per table. The publication's row filter (PostgreSQL 15+); with UPDATE and DELETE it may use only replica identity columns." env:"FERRY_ROW_FILTER"`
 }
 
@@ -55,6 +56,10 @@ type runCmd struct {
 
 func (c *runCmd) Run(ctx context.Context, log *zap.Logger) error {
 	if c.Sink == "kafka" {
+		if c.Nullable != "keep" {
+			return fmt.Errorf("--nullable=%s is for the direct ClickHouse sink: with --sink kafka the events carry NULLs as they are, "+
+				"and ferry load makes the ClickHouse tables (drop --nullable or FERRY_NULLABLE)", c.Nullable)
+		}
 		return c.runKafka(ctx, log)
 	}
 	sink, err := openSink(ctx, c.connFlags, log, sinkOptions{fsync: c.CHFsync, views: c.CurrentViews})
@@ -105,6 +110,7 @@ func (c *runCmd) replicatorConfig(log *zap.Logger, obs *observer) replicator.Con
 		Tables:         c.Tables,
 		AppendOnly:     c.AppendOnly,
 		TextColumns:    c.TextColumns,
+		NullAsDefault:  c.Nullable == "default-values",
 		ExcludeColumns: c.ExcludeColumns,
 		RowFilters:     c.RowFilter,
 		CatchUp:        c.CatchUp,

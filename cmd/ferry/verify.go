@@ -34,7 +34,7 @@ func (c *verifyCmd) Run(ctx context.Context, log *zap.Logger) error {
 	defer sink.Close()
 	cfg := replicator.Config{
 		ConnString: c.PG, Slot: c.Slot, Publication: c.Publication, Tables: c.Tables,
-		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns,
+		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns, NullAsDefault: c.Nullable == "default-values",
 		ExcludeColumns: c.ExcludeColumns, RowFilters: c.RowFilter, Logger: log,
 	}
 	tms, err := replicator.Tables(ctx, cfg, sink.Capabilities())
