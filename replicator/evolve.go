@@ -47,6 +47,7 @@ func (s *stream) ddl(ctx context.Context, ev ddlEvent, version uint64) error {
 			return err
 		}
 		delete(s.byOID, ev.Table.OID)
+		s.reportTables()
 		s.log.Warn("table dropped in PostgreSQL: ferry stops replicating it; ClickHouse keeps its rows",
 			zap.Stringer("table", rel.ref), zap.String("clickhouse_table", rel.tm.Name))
 		return nil
@@ -174,6 +175,9 @@ func (s *stream) evolve(ctx context.Context, rel *relation, d described, byAttnu
 		}
 	}
 	s.byOID[rel.ref.OID] = next
+	if next.ref != rel.ref || next.tm.Name != rel.tm.Name {
+		s.reportTables()
+	}
 	if err := s.rep.saveState(ctx, next); err != nil {
 		return err
 	}
@@ -251,6 +255,7 @@ func (s *stream) join(ctx context.Context, oid uint32) error {
 		return err
 	}
 	s.byOID[oid] = rel
+	s.reportTables()
 	if err := s.rep.saveState(ctx, rel); err != nil {
 		return err
 	}
