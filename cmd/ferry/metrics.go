@@ -211,7 +211,6 @@ func serveMetrics(ctx context.Context, addr string, o *observer, log *zap.Logger
 	mux := http.NewServeMux()
 	if page != nil {
 		page.register(mux)
-		go page.sample(ctx)
 	}
 	mux.Handle("/metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -226,8 +225,13 @@ func serveMetrics(ctx context.Context, addr string, o *observer, log *zap.Logger
 	if err != nil {
 		return fmt.Errorf("metrics endpoint (--metrics-addr %s; empty disables it): %w", addr, err)
 	}
+	fields := []zap.Field{zap.String("addr", ln.Addr().String())}
+	if page != nil {
+		go page.sample(ctx)
+		fields = append(fields, zap.String("status_page", "http://"+ln.Addr().String()+"/"))
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	log.Info("serving metrics", zap.String("addr", ln.Addr().String()))
+	log.Info("serving metrics", fields...)
 	if !isLoopback(ln.Addr()) {
 		log.Warn("the metrics endpoint is reachable from other hosts, without authentication: bind it to 127.0.0.1 unless a firewall or a network policy guards it",
 			zap.String("addr", ln.Addr().String()))
