@@ -817,6 +817,15 @@ cmd_up() {
 			log "warning: no kcat (not root, so not installed): loader/kafka's kcat test will skip"
 		fi
 	fi
+	# Debian's chromium, headless, loads ferry's status page in cmd/ferry's
+	# TestStatusPage (which fails without it under CI=true).
+	if ! command -v chromium >/dev/null 2>&1; then
+		if is_root; then
+			apt_install chromium
+		else
+			log "warning: no chromium (not root, so not installed): cmd/ferry's status page test will skip"
+		fi
+	fi
 	if [ "${CLUSTER:-0}" = 1 ]; then
 		FERRY_STACK_DIR="$STACK" bash "$ROOT/deploy/cluster.sh" up
 	fi

@@ -54,6 +54,7 @@ func (s *stream) ddl(ctx context.Context, ev ddlEvent, version uint64) error {
 			return err
 		}
 		delete(s.byOID, ev.Table.OID)
+		s.reportTables()
 		s.log.Warn("table dropped in PostgreSQL: ferry stops replicating it; ClickHouse keeps its rows",
 			zap.Stringer("table", rel.ref), zap.String("clickhouse_table", rel.tm.Name))
 		return nil
@@ -188,6 +189,9 @@ func (s *stream) evolveTo(ctx context.Context, rel *relation, d described, byAtt
 		}
 	}
 	s.byOID[rel.ref.OID] = next
+	if next.ref != rel.ref || next.tm.Name != rel.tm.Name {
+		s.reportTables()
+	}
 	if err := s.rep.saveState(ctx, next); err != nil {
 		return err
 	}
@@ -265,6 +269,7 @@ func (s *stream) join(ctx context.Context, oid uint32) error {
 		return err
 	}
 	s.byOID[oid] = rel
+	s.reportTables()
 	if err := s.rep.saveState(ctx, rel); err != nil {
 		return err
 	}

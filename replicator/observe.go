@@ -1,6 +1,8 @@
 package replicator
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -41,3 +43,48 @@ func (NopObserver) ServerWAL(pglogrepl.LSN)                       {}
 func (NopObserver) Heartbeat(time.Time)                           {}
 func (NopObserver) SnapshotProgress(string, uint64, uint64, bool) {}
 func (NopObserver) Retry(string, error)                           {}
+
+// TableObserver may be implemented by an Observer to be told which tables
+// are replicated, for a status page that lists a table before any of its
+// rows moved.
+type TableObserver interface {
+	// Tables reports every table replicated now: once they are resolved at
+	// each start (before the initial copy), and again after a table joins,
+	// is renamed or is dropped. Called from the replicator's goroutine.
+	Tables(tables []ReplicatedTable)
+}
+
+// ReplicatedTable is one table a TableObserver is told of.
+type ReplicatedTable struct {
+	// Table is PostgreSQL's schema.table, as the Observer's other calls
+	// name it; Schema and Name are its parts.
+	Table, Schema, Name string
+	// Destination is the ClickHouse table's name (the Kafka sink names its
+	// topic from Schema and Name instead).
+	Destination string
+	// AppendOnly is set for a table replicated insert-only.
+	AppendOnly bool
+}
+
+// reportTables tells a TableObserver the tables of rels.
+func (r *Replicator) reportTables(rels []*relation) {
+	to, ok := r.cfg.Observer.(TableObserver)
+	if !ok {
+		return
+	}
+	tables := make([]ReplicatedTable, 0, len(rels))
+	for _, rel := range rels {
+		tables = append(tables, ReplicatedTable{Table: rel.ref.String(), Schema: rel.ref.Schema, Name: rel.ref.Name, Destination: rel.tm.Name, AppendOnly: rel.ref.AppendOnly})
+	}
+	slices.SortFunc(tables, func(a, b ReplicatedTable) int { return strings.Compare(a.Table, b.Table) })
+	to.Tables(tables)
+}
+
+// reportTables tells a TableObserver the stream's tables.
+func (s *stream) reportTables() {
+	rels := make([]*relation, 0, len(s.byOID))
+	for _, rel := range s.byOID {
+		rels = append(rels, rel)
+	}
+	s.rep.reportTables(rels)
+}

@@ -123,6 +123,7 @@ func (r *Replicator) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.reportTables(rels)
 	empty, err := r.prepare(ctx, rels)
 	if err != nil {
 		return err
@@ -286,6 +287,7 @@ func (r *Replicator) stream(ctx context.Context, rels []*relation, start, target
 	for _, rel := range rels {
 		s.byOID[rel.ref.OID] = rel
 	}
+	s.reportTables()
 	if err := s.startGuard(ctx, start); err != nil {
 		return err
 	}

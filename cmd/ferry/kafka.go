@@ -111,7 +111,7 @@ func (c *runCmd) runKafka(ctx context.Context, log *zap.Logger) error {
 		return rep.Run(gctx)
 	})
 	if c.MetricsAddr != "" {
-		g.Go(func() error { return serveMetrics(aux, c.MetricsAddr, obs, log) })
+		g.Go(func() error { return serveMetrics(aux, c.MetricsAddr, obs, log, newStatusPage(obs, c)) })
 	}
 	return g.Wait()
 }

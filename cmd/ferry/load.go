@@ -61,6 +61,6 @@ func (c *loadCmd) Run(ctx context.Context, log *zap.Logger) error {
 	g, gctx := errgroup.WithContext(ctx)
 	aux, stop := context.WithCancel(gctx)
 	g.Go(func() error { defer stop(); return l.Run(gctx) })
-	g.Go(func() error { return serveMetrics(aux, c.MetricsAddr, obs, log) })
+	g.Go(func() error { return serveMetrics(aux, c.MetricsAddr, obs, log, nil) })
 	return g.Wait()
 }

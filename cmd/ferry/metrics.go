@@ -19,8 +19,9 @@ import (
 )
 
 var (
-	_ replicator.Observer     = (*observer)(nil)
-	_ replicator.SlotObserver = (*observer)(nil)
+	_ replicator.Observer      = (*observer)(nil)
+	_ replicator.SlotObserver  = (*observer)(nil)
+	_ replicator.TableObserver = (*observer)(nil)
 )
 
 // observer turns what the replicator reports into Prometheus metrics, the
@@ -43,6 +44,7 @@ type observer struct {
 	active   prometheus.Gauge
 
 	copy *copyProgress
+	book *statusBook // per table, for the status page
 
 	mu         sync.Mutex
 	serverWAL  pglogrepl.LSN
@@ -52,10 +54,14 @@ type observer struct {
 	streaming  bool
 	lastErr    string
 	errTime    time.Time
+	errKind    string // as ferry_retries_total's or ferry_errors_total's kind
+	errStopped bool   // the last error ended replication
+	retryCount uint64
+	health     *replicator.SlotHealth // the slot watcher's last reading
 }
 
 func newObserver(copy *copyProgress) *observer {
-	o := &observer{reg: prometheus.NewRegistry(), copy: copy}
+	o := &observer{reg: prometheus.NewRegistry(), copy: copy, book: newStatusBook()}
 	f := promFactory{o.reg}
 	o.changes = f.counterVec("ferry_changes_total", "Changes decoded from the stream, by table and operation (insert, update, delete, truncate).", "table", "op")
 	o.batch = f.histogram("ferry_batch_rows", "Rows written per flush.", prometheus.ExponentialBuckets(1, 4, 10))
@@ -71,21 +77,17 @@ func newObserver(copy *copyProgress) *observer {
 	o.unlim = f.gauge("ferry_slot_wal_keep_size_unlimited", "1 when max_slot_wal_keep_size is -1, so a stopped ferry's slot can fill the disk.")
 	o.active = f.gauge("ferry_slot_active", "1 when a walsender streams from the slot.")
 	f.gaugeFunc("ferry_lag_bytes", "WAL between the server's end (as the stream last reported it) and the position ferry confirmed.", func() float64 {
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		if o.serverWAL <= o.confirmed {
-			return 0
+		if l := o.lag(); l.Bytes != nil {
+			return float64(*l.Bytes)
 		}
-		return float64(o.serverWAL - o.confirmed)
+		return 0
 	})
 	f.gaugeFunc("ferry_lag_seconds", "Now minus a time before which every committed transaction is in ClickHouse "+
 		"(the last confirmed transaction's commit time, or the time an idle stream was confirmed).", func() float64 {
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		if o.caughtUpTo.IsZero() {
-			return 0
+		if l := o.lag(); l.Seconds != nil {
+			return *l.Seconds
 		}
-		return max(time.Since(o.caughtUpTo).Seconds(), 0)
+		return 0
 	})
 	f.gaugeFunc("ferry_confirmed_lsn", "The position last confirmed to PostgreSQL, as a number.", func() float64 {
 		o.mu.Lock()
@@ -106,14 +108,21 @@ func newObserver(copy *copyProgress) *observer {
 	return o
 }
 
-func (o *observer) Change(table, op string) { o.changes.WithLabelValues(table, op).Inc() }
+func (o *observer) Change(table, op string) {
+	o.changes.WithLabelValues(table, op).Inc()
+	o.book.change(table, op)
+}
 
 func (o *observer) Flushed(rows int, took time.Duration) {
 	o.batch.Observe(float64(rows))
 	o.flush.Observe(took.Seconds())
+	o.book.written(time.Now())
 }
 
+func (o *observer) Tables(tables []replicator.ReplicatedTable) { o.book.setTables(tables) }
+
 func (o *observer) Confirmed(lsn pglogrepl.LSN, commitTime time.Time) {
+	o.book.written(time.Now()) // nothing received is still only in memory
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.confirmed = lsn
@@ -149,11 +158,12 @@ func (o *observer) SnapshotProgress(table string, rows, total uint64, done bool)
 	if o.copy != nil {
 		o.copy.update(table, rows, total, done)
 	}
+	o.book.copyProgress(table, rows, total, done, time.Now())
 }
 
 func (o *observer) Retry(kind string, err error) {
 	o.retries.WithLabelValues(kind).Inc()
-	o.setError(err)
+	o.setError(kind, err, false)
 }
 
 func (o *observer) SlotHealth(h replicator.SlotHealth) {
@@ -161,18 +171,24 @@ func (o *observer) SlotHealth(h replicator.SlotHealth) {
 	o.over.Set(b2f(h.OverLimit))
 	o.unlim.Set(b2f(h.Unlimited))
 	o.active.Set(b2f(h.Active))
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.health = &h
 }
 
 // stopped counts the error that ended replication.
 func (o *observer) stopped(kind string, err error) {
 	o.errs.WithLabelValues(kind).Inc()
-	o.setError(err)
+	o.setError(kind, err, true)
 }
 
-func (o *observer) setError(err error) {
+func (o *observer) setError(kind string, err error, stopped bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.lastErr, o.errTime = err.Error(), time.Now()
+	o.lastErr, o.errTime, o.errKind, o.errStopped = err.Error(), time.Now(), kind, stopped
+	if !stopped {
+		o.retryCount++
+	}
 }
 
 func (o *observer) ready() bool {
@@ -189,9 +205,13 @@ func b2f(b bool) float64 {
 }
 
 // serveMetrics serves /metrics, /healthz (the process answers) and /readyz
-// (the initial copy is done and the stream runs) on addr until ctx is done.
-func serveMetrics(ctx context.Context, addr string, o *observer, log *zap.Logger) error {
+// (the initial copy is done and the stream runs) on addr until ctx is done,
+// and the status page (/ and /status.json) when page is not nil.
+func serveMetrics(ctx context.Context, addr string, o *observer, log *zap.Logger, page *statusPage) error {
 	mux := http.NewServeMux()
+	if page != nil {
+		page.register(mux)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -205,8 +225,13 @@ func serveMetrics(ctx context.Context, addr string, o *observer, log *zap.Logger
 	if err != nil {
 		return fmt.Errorf("metrics endpoint (--metrics-addr %s; empty disables it): %w", addr, err)
 	}
+	fields := []zap.Field{zap.String("addr", ln.Addr().String())}
+	if page != nil {
+		go page.sample(ctx)
+		fields = append(fields, zap.String("status_page", "http://"+ln.Addr().String()+"/"))
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	log.Info("serving metrics", zap.String("addr", ln.Addr().String()))
+	log.Info("serving metrics", fields...)
 	if !isLoopback(ln.Addr()) {
 		log.Warn("the metrics endpoint is reachable from other hosts, without authentication: bind it to 127.0.0.1 unless a firewall or a network policy guards it",
 			zap.String("addr", ln.Addr().String()))

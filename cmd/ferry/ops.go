@@ -13,7 +13,7 @@ import (
 
 // opsFlags are ferry run's operational settings.
 type opsFlags struct {
-	MetricsAddr    string        `name:"metrics-addr" help:"Serve /metrics, /healthz and /readyz on this address; empty disables." default:"127.0.0.1:9187" env:"FERRY_METRICS_ADDR"`
+	MetricsAddr    string        `name:"metrics-addr" help:"Serve the status page (/, /status.json), /metrics, /healthz and /readyz on this address; empty disables." default:"127.0.0.1:9187" env:"FERRY_METRICS_ADDR"`
 	Heartbeat      time.Duration `help:"Write a ferry.heartbeat message into the WAL this often, so a quiet database's slot advances and lag is measured end to end; 0 disables." default:"10s" env:"FERRY_HEARTBEAT"`
 	MaxRetainedWAL sizeFlag      `name:"max-retained-wal" help:"Warn (log and ferry_slot_retained_wal_over_limit) when the slot retains more WAL than this; 0 disables." default:"10GB" env:"FERRY_MAX_RETAINED_WAL"`
 }
@@ -44,7 +44,7 @@ func (c *runCmd) runOps(ctx context.Context, rep *replicator.Replicator, obs *ob
 	})
 	g.Go(func() error { return recordProgress(aux, store, c.Slot, obs, progressEvery, log) })
 	if c.MetricsAddr != "" {
-		g.Go(func() error { return serveMetrics(aux, c.MetricsAddr, obs, log) })
+		g.Go(func() error { return serveMetrics(aux, c.MetricsAddr, obs, log, newStatusPage(obs, c)) })
 	}
 	return g.Wait()
 }

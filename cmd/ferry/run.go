@@ -132,19 +132,28 @@ type sinkOptions struct {
 	views bool // --current-views
 }
 
+// chDatabase is the ClickHouse database of the flags: --ch-database, or
+// else the PostgreSQL database's name.
+func (c connFlags) chDatabase() (string, error) {
+	if c.CHDatabase != "" {
+		return c.CHDatabase, nil
+	}
+	cfg, err := pgconn.ParseConfig(c.PG)
+	if err != nil {
+		return "", fmt.Errorf("--pg: %s: %w", replicator.Redact(c.PG), err)
+	}
+	return cfg.Database, nil
+}
+
 // openSink connects to ClickHouse, into the database the flags name or
 // else the one named like the PostgreSQL database.
 func openSink(ctx context.Context, c connFlags, log *zap.Logger, o sinkOptions) (*clickhouse.Sink, error) {
 	if c.CH == "" {
 		return nil, fmt.Errorf("no ClickHouse URL: set --ch or FERRY_CH_URL (clickhouse://user@host:9000)")
 	}
-	db := c.CHDatabase
-	if db == "" {
-		cfg, err := pgconn.ParseConfig(c.PG)
-		if err != nil {
-			return nil, fmt.Errorf("--pg: %s: %w", replicator.Redact(c.PG), err)
-		}
-		db = cfg.Database
+	db, err := c.chDatabase()
+	if err != nil {
+		return nil, err
 	}
 	sink, err := clickhouse.New(ctx, clickhouse.Config{DSN: c.CH, Database: db, Logger: log, Cluster: c.CHCluster,
 		CAFile: c.CHCAFile, Password: c.chPassword, Fsync: o.fsync, CurrentViews: o.views})
