@@ -21,8 +21,10 @@ import (
 //     the snapshot are in no part of the stream either;
 //   - a column renamed, dropped or retyped, and a partition attached or
 //     detached, makes the COPY fail, or read rows of a shape the stream
-//     does not describe.
-// A table whose columns or partitions changed (between ferry's reading of
+//     does not describe;
+//   - a table renamed before the slot existed keeps its old name in
+//     ClickHouse, as no stream ever tells the new one.
+// A table renamed, or whose columns or partitions changed (between ferry's reading of
 // its description and its lock: the change may precede the snapshot too)
 // stops the initial copy, which starts again from a new slot, whose
 // snapshot and description both follow the change. A table rewritten
@@ -36,6 +38,10 @@ import (
 // before a change of the table's shape: Run starts again.
 var errChangedAtStart = errors.New("a table changed while the initial copy started")
 
+// errRenamedAtStart is errChangedAtStart for a table renamed: the
+// ClickHouse table of its old name, made for this copy, is dropped.
+var errRenamedAtStart = fmt.Errorf("%w: renamed", errChangedAtStart)
+
 // changedSinceSnapshot tells why the table of rel, just locked in conn's
 // transaction, cannot be copied under that transaction's snapshot, or ""
 // when it can; an error wrapping errChangedAtStart when its shape is no
@@ -47,6 +53,11 @@ func changedSinceSnapshot(ctx context.Context, conn, fresh *pgx.Conn, rel *relat
 		return "", fmt.Errorf("copy of %s: %w", rel.ref, err)
 	}
 	now.restrict(rel.doc.Kept, rel.doc.RowFilter, rel.doc.Excluded)
+	if now.doc.Schema != rel.ref.Schema || now.doc.Name != rel.ref.Name {
+		// Renamed before the slot existed, the stream would never say so.
+		return "", fmt.Errorf("%w: %s was renamed to %s.%s after ferry read it; copying again from a new slot",
+			errRenamedAtStart, rel.ref, now.doc.Schema, now.doc.Name)
+	}
 	if !sameColumns(rel.doc.Columns, now.doc.Columns) {
 		return "", fmt.Errorf("%w: the columns of %s changed after ferry read them; copying again from a new slot", errChangedAtStart, rel.ref)
 	}

@@ -67,6 +67,30 @@ func TestInitialCopyTableChangedBeforeLock(t *testing.T) {
 	}
 }
 
+// TestInitialCopyTableRenamedBeforeLock: a table renamed after ferry read
+// the tables but before the slot existed kept its old name in ClickHouse,
+// as no stream says otherwise. Now the copy starts again and the
+// ClickHouse table has the new name.
+func TestInitialCopyTableRenamedBeforeLock(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE a_gate (id int PRIMARY KEY)`, `INSERT INTO a_gate VALUES (1)`,
+		`CREATE TABLE e_table (id int PRIMARY KEY)`, `INSERT INTO e_table SELECT generate_series(1, 10)`,
+		`CREATE PUBLICATION ferry FOR TABLE e_table WITH (publish_via_partition_root = true)`,
+		`CREATE PUBLICATION ferry_append FOR TABLE a_gate WITH (publish = 'insert', publish_via_partition_root = true)`)
+	cfg := e.config()
+	cfg.AppendOnly = []string{"public.a_gate"}
+	cfg.CopyWorkers = 1
+	whileCopyWaits(t, e, cfg, `ALTER TABLE e_table RENAME TO e_table2`)
+	if got := e.chStrings(`SELECT name FROM system.tables WHERE database = '` + e.db + `' AND name LIKE 'e_table%'`); len(got) != 1 || got[0][0] != "e_table2" {
+		t.Fatalf("ClickHouse tables %v, want e_table2 alone", got)
+	}
+	e.exec(`INSERT INTO e_table2 VALUES (11)`)
+	e.mustCatchUp(cfg)
+	if n := e.verifyAll(cfg)["public.e_table2"]; n != 11 {
+		t.Errorf("verify: public.e_table2 has %d rows, want 11", n)
+	}
+}
+
 // TestInitialCopyTableRewrittenBeforeLock: rewrites that keep the table's
 // shape, after the snapshot, before the lock. The old snapshot would read
 // the table retyped in place (ALTER ... TYPE int USING, on an int) as

@@ -2,6 +2,7 @@ package replicator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -182,6 +183,17 @@ func (c *copier) plan(ctx context.Context, conn *pgx.Conn, j *copyJob, workers i
 	}
 	if j.recheck != nil {
 		why, err := changedSinceSnapshot(ctx, conn, j.recheck, j.rel)
+		if errors.Is(err, errRenamedAtStart) {
+			// The initial copy empties its targets anyway: this one, of
+			// the old name, would be left behind.
+			if d, ok := r.sink.(interface {
+				DropTable(ctx context.Context, name string) error
+			}); ok {
+				if derr := d.DropTable(ctx, j.target.Name); derr != nil {
+					return nil, derr
+				}
+			}
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -79,6 +79,15 @@ func TestTableObserver(t *testing.T) {
 		testkit.WaitFor(t, 2*time.Minute, what+": tables "+strings.Join(want, ", "), func() bool { return rec.is(want...) })
 	}
 	step("streaming", "public.a -> a", "public.b -> b")
+	// The tables are told before the copy: wait for a row that only the
+	// stream brings, so that the rename below is not made while ferry
+	// starts (a rename before the slot exists reaches no stream).
+	e.exec(`INSERT INTO b VALUES (100)`)
+	testkit.WaitFor(t, 2*time.Minute, "a streamed row of b in ClickHouse", func() bool {
+		var n string
+		err := e.ch.QueryRow(context.Background(), `SELECT toString(count()) FROM `+e.table("b")+` FINAL WHERE id = 100`).Scan(&n)
+		return err == nil && n == "1"
+	})
 	e.exec(`ALTER TABLE a RENAME TO a2`, `INSERT INTO a2 VALUES (2)`)
 	step("after a rename", "public.a2 -> a2", "public.b -> b")
 	e.exec(`DROP TABLE b`)
