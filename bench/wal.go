@@ -38,14 +38,20 @@ type walReader struct {
 }
 
 // args are pg_waldump's arguments for the WAL from start to end. The
-// start's segment file is named: without it pg_waldump learns the segment
+// segment files are named: without them pg_waldump learns the segment
 // size from whichever WAL file the directory lists first, and a file the
 // server has created ahead, still all zeros, makes it fail.
 func (w *walReader) args(start, end int64, more ...string) []string {
-	seg := start / w.segSize
+	// Given a first segment alone, pg_waldump reads no further than it: the
+	// last one, holding the byte before end, is named too.
+	return append([]string{"--path", w.dir, "--start", lsnText(start), "--end", lsnText(end)}, append(more, w.segment(start), w.segment(max(end-1, start)))...)
+}
+
+// segment is the name of the WAL file holding the byte at lsn.
+func (w *walReader) segment(lsn int64) string {
+	seg := lsn / w.segSize
 	perID := int64(0x100000000) / w.segSize
-	name := fmt.Sprintf("%s%08X%08X", w.tli, seg/perID, seg%perID)
-	return append([]string{"--path", w.dir, "--start", lsnText(start), "--end", lsnText(end)}, append(more, name)...)
+	return fmt.Sprintf("%s%08X%08X", w.tli, seg/perID, seg%perID)
 }
 
 // openWALReader checks that pg_waldump can read this server's WAL: a

@@ -42,11 +42,11 @@ func testWALDump(t *testing.T) string {
 // the first file of the directory, maybe one created ahead and all zeros.
 func walDumpTotals(t *testing.T, conn *pgx.Conn, bin, dir, start, end string) (records, recBytes, fpiBytes, fpw int64) {
 	t.Helper()
-	var seg string
-	if err := conn.QueryRow(context.Background(), `SELECT pg_walfile_name($1::pg_lsn + 1)`, start).Scan(&seg); err != nil {
+	var seg, last string
+	if err := conn.QueryRow(context.Background(), `SELECT pg_walfile_name($1::pg_lsn + 1), pg_walfile_name($2::pg_lsn)`, start, end).Scan(&seg, &last); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(bin, "-p", dir, "-s", start, "-e", end, "-z", seg).CombinedOutput()
+	out, err := exec.Command(bin, "-p", dir, "-s", start, "-e", end, "-z", seg, last).CombinedOutput()
 	if err != nil {
 		t.Fatalf("pg_waldump --stats %s..%s: %v: %s", start, end, err, out)
 	}
@@ -63,7 +63,7 @@ func walDumpTotals(t *testing.T, conn *pgx.Conn, bin, dir, start, end string) (r
 	records, _ = strconv.ParseInt(f[1], 10, 64)
 	fpiBytes, _ = strconv.ParseInt(f[3], 10, 64)
 	recBytes, _ = strconv.ParseInt(f[4], 10, 64)
-	full, err := exec.Command(bin, "-p", dir, "-s", start, "-e", end, "-w", seg).Output()
+	full, err := exec.Command(bin, "-p", dir, "-s", start, "-e", end, "-w", seg, last).Output()
 	if err != nil {
 		t.Fatalf("pg_waldump --fullpage: %v", err)
 	}
