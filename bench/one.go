@@ -99,6 +99,9 @@ func (b *bencher) runOne(ctx context.Context, s Strategy, l loadSpec, run int) (
 			}
 		}()
 	}
+	if err := b.settleCatalogs(ctx); err != nil {
+		return r, err
+	}
 	if !b.cfg.NoCheckpoint {
 		if err := b.checkpoint(ctx); err != nil {
 			return r, err
@@ -114,6 +117,8 @@ func (b *bencher) runOne(ctx context.Context, s Strategy, l loadSpec, run int) (
 		return r, err
 	}
 	defer pool.Close()
+	// Seeding took the progress line over; say that the timed load runs.
+	b.cfg.Progress(b.done, b.total, fmt.Sprintf("%s %s c=%d run %d/%d: %s load", s.Name, l.workload, l.clients, run, b.cfg.Runs, l.duration))
 	r.Checks = append(r.Checks, b.checkSessionSettings(ctx, pool, l.clients, run))
 	w, err := b.openWindow(ctx, t)
 	if err != nil {
