@@ -55,9 +55,9 @@ func workloadFindings(w string, c int, es []Entry) []string {
 			pw[len(pw)-1].PagesWrittenPerRow, pw[len(pw)-1].Strategy)
 	}
 	out = append(out, line+".")
-	bc := sortedBy(es, func(e Entry) float64 { return float64(e.WaitEvents["LWLock:BufferContent"]) })
-	out = append(out, fmt.Sprintf("%sLWLock:BufferContent samples from %d (%s) to %d (%s), out of %d samples of %d backends.", pre,
-		bc[0].WaitEvents["LWLock:BufferContent"], bc[0].Strategy, bc[len(bc)-1].WaitEvents["LWLock:BufferContent"], bc[len(bc)-1].Strategy,
+	bc := sortedBy(es, func(e Entry) float64 { return e.BufferContentSamples })
+	out = append(out, fmt.Sprintf("%sLWLock:BufferContent samples (medians over the runs) from %.0f (%s) to %.0f (%s), out of about %d samples of %d backends.", pre,
+		bc[0].BufferContentSamples, bc[0].Strategy, bc[len(bc)-1].BufferContentSamples, bc[len(bc)-1].Strategy,
 		bc[len(bc)-1].WaitSamples, c))
 	if strings.HasPrefix(w, "insert") {
 		out = append(out, insertFindings(pre, es)...)

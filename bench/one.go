@@ -99,6 +99,9 @@ func (b *bencher) runOne(ctx context.Context, s Strategy, l loadSpec, run int) (
 			}
 		}()
 	}
+	if err := b.settleCatalogs(ctx); err != nil {
+		return r, err
+	}
 	if !b.cfg.NoCheckpoint {
 		if err := b.checkpoint(ctx); err != nil {
 			return r, err
@@ -114,6 +117,8 @@ func (b *bencher) runOne(ctx context.Context, s Strategy, l loadSpec, run int) (
 		return r, err
 	}
 	defer pool.Close()
+	// Seeding took the progress line over; say that the timed load runs.
+	b.cfg.Progress(b.done, b.total, fmt.Sprintf("%s %s c=%d run %d/%d: %s load", s.Name, l.workload, l.clients, run, b.cfg.Runs, l.duration))
 	r.Checks = append(r.Checks, b.checkSessionSettings(ctx, pool, l.clients, run))
 	w, err := b.openWindow(ctx, t)
 	if err != nil {
@@ -460,6 +465,22 @@ func summarize(s Strategy, workload string, clients, fillfactor int, runs []RunR
 	e.HeapBytesPerRow = med("heap_bytes_per_row", func(r RunResult) float64 { return perRow(r.HeapBytes, r.TableRows) })
 	e.WaitEvents, e.WaitSamples, e.ForeignActive = mid.WaitEvents, mid.WaitSamples, mid.ForeignActive
 	e.HotBlocks, e.RightEdgePinShare, e.Lag = mid.HotBlocks, mid.RightEdgeShare, mid.Lag
+	// The samples of one run are no replicate: their spread over the runs too.
+	e.BufferContentSamples = med("buffer_content_samples", func(r RunResult) float64 { return float64(r.WaitEvents["LWLock:BufferContent"]) })
+	med("right_edge_pin_share", func(r RunResult) float64 { return r.RightEdgeShare })
+	if mid.Lag != nil {
+		lag := func(f func(*Lag) float64) func(RunResult) float64 {
+			return func(r RunResult) float64 {
+				if r.Lag == nil {
+					return 0
+				}
+				return f(r.Lag)
+			}
+		}
+		med("lag.peak_bytes", lag(func(l *Lag) float64 { return float64(l.PeakBytes) }))
+		med("lag.peak_seconds", lag(func(l *Lag) float64 { return l.PeakSeconds }))
+		med("lag.catchup_seconds", lag(func(l *Lag) float64 { return l.CatchupSeconds }))
+	}
 	if e.HotBlocks == nil {
 		e.HotBlocks = []HotBlock{}
 	}

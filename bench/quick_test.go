@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,7 +62,11 @@ func TestQuickRun(t *testing.T) {
 	defer cancel()
 	db, name := privateDatabase(t, url)
 	start := time.Now()
-	res, err := Run(ctx, Config{ConnString: db, Slot: name, WithCDC: true, KeepDisturbed: true}.Quick())
+	var progress []string
+	// Keep: the marker table is looked at below; the database goes at the end.
+	cfg := Config{ConnString: db, Slot: name, WithCDC: true, KeepDisturbed: true, Keep: true,
+		Progress: func(_, _ int, what string) { progress = append(progress, what) }}.Quick()
+	res, err := Run(ctx, cfg)
 	if errors.Is(err, ErrBusy) {
 		t.Skipf("skipped: %v", err)
 	}
@@ -68,6 +74,8 @@ func TestQuickRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("quick run took %s", time.Since(start).Round(time.Millisecond))
+	checkProgress(t, progress)
+	checkMarkerAutovacuumOff(ctx, t, db)
 	// No pg_waldump given: the figures are pg_stat_wal's, and say so.
 	if res.WALSource != WALSourceStatWAL || res.WALSourceNote == "" {
 		t.Errorf("WAL source %q (%q), want %q with the reason", res.WALSource, res.WALSourceNote, WALSourceStatWAL)
@@ -116,6 +124,48 @@ func TestQuickRun(t *testing.T) {
 	}
 	if len(res.Params.Strategies) < len(Strategies)-1 {
 		t.Errorf("ran %v: every strategy but uuidv7-native (PostgreSQL 18) should run", res.Params.Strategies)
+	}
+}
+
+// checkMarkerAutovacuumOff checks that the CDC marker table, updated by
+// every run, has autovacuum off like the bench tables.
+func checkMarkerAutovacuumOff(ctx context.Context, t *testing.T, url string) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var opts []string
+	if err := conn.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = $1::regclass`, markerTable).Scan(&opts); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(opts, "autovacuum_enabled=off") {
+		t.Errorf("%s: reloptions %v, want autovacuum_enabled=off", markerTable, opts)
+	}
+}
+
+// checkProgress checks that the progress line names the timed load while
+// it runs: after a table's seeding, the line announces the load before the
+// run's result, and every run is announced so.
+func checkProgress(t *testing.T, lines []string) {
+	t.Helper()
+	var seeding string
+	loads := 0
+	for _, l := range lines {
+		switch {
+		case strings.Contains(l, ": seeding "):
+			seeding = l
+		case strings.HasSuffix(l, " load"):
+			seeding = ""
+			loads++
+		case strings.Contains(l, " tps") && seeding != "":
+			t.Errorf("progress went from %q to %q without announcing the load", seeding, l)
+			seeding = ""
+		}
+	}
+	if want := len(Strategies) - 1; loads < want*len(Workloads) {
+		t.Errorf("%d loads announced, want one per run (at least %d): %q", loads, want*len(Workloads), lines)
 	}
 }
 

@@ -75,19 +75,27 @@ func entriesOf(res *Results, workload string) []Entry {
 }
 
 func writeTable(b *strings.Builder, entries []Entry, cdc bool) {
-	b.WriteString("| strategy | clients | tps (min–max) | rows/s | p50 / p95 / p99 ms | WAL B/row (min–max) | FPI/row (min–max) | pages written/row | PK index MB | index B/row | avg_leaf_density | BufferContent samples | top wait | hottest PK block / max_block |")
+	b.WriteString("| strategy | clients | tps (min–max) | rows/s | p50 / p95 / p99 ms | WAL B/row (min–max) | FPI/row (min–max) | pages written/row | PK index MB | index B/row | avg_leaf_density | BufferContent samples (min–max) | top wait | hottest PK block / max_block |")
 	sep := "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
 	if cdc {
 		b.WriteString(" peak lag MB / s | catch-up s |")
 		sep += "---:|---:|"
 	}
 	b.WriteString("\n" + sep + "\n")
+	cols := strings.Count(sep, "|") - 1
 	for _, e := range entries {
+		if e.N == 0 {
+			// Zeros would read as measurements: say there are none.
+			fmt.Fprintf(b, "| %s | %d | no kept run of %d (see Sanity) |%s\n", e.Strategy, e.Clients, len(e.PerRun),
+				strings.Repeat(" – |", cols-3))
+			continue
+		}
 		wr := e.Ranges["wal_bytes_per_row"]
-		fmt.Fprintf(b, "| %s | %d | %.0f (%.0f–%.0f) | %.0f | %.2f / %.2f / %.2f | %.0f (%.0f–%.0f) | %s | %.4f | %.1f | %.1f | %.2f | %d | %s | %s |",
+		bc := e.Ranges["buffer_content_samples"]
+		fmt.Fprintf(b, "| %s | %d | %.0f (%.0f–%.0f) | %.0f | %.2f / %.2f / %.2f | %.0f (%.0f–%.0f) | %s | %.4f | %.1f | %.1f | %.2f | %.0f (%.0f–%.0f) | %s | %s |",
 			e.Strategy, e.Clients, e.TPS, e.Spread.Min, e.Spread.Max, e.RowsPerSecond, e.LatencyMS.P50, e.LatencyMS.P95, e.LatencyMS.P99,
 			e.WALBytesPerRow, wr.Min, wr.Max, fpiText(e.FPIPerRow, e.Ranges["fpi_per_row"]), e.PagesWrittenPerRow, float64(e.IndexBytes)/(1<<20), e.BytesPerRow, e.AvgLeafDensity,
-			e.WaitEvents["LWLock:BufferContent"], topWait(e), hotText(e))
+			e.BufferContentSamples, bc.Min, bc.Max, topWait(e), hotText(e))
 		if cdc {
 			if e.Lag != nil {
 				fmt.Fprintf(b, " %.1f / %.2f | %.2f |", float64(e.Lag.PeakBytes)/(1<<20), e.Lag.PeakSeconds, e.Lag.CatchupSeconds)
@@ -146,6 +154,10 @@ func writeWaits(b *strings.Builder, entries []Entry) {
 	b.WriteString("Wait events of the load backends (pg_stat_activity, twice a second; CPU = active with no wait event; Idle = waiting for its client between queries):\n\n```\n")
 	for _, e := range entries {
 		fmt.Fprintf(b, "%-14s c=%-4d", e.Strategy, e.Clients)
+		if e.N == 0 {
+			b.WriteString(" no kept run\n")
+			continue
+		}
 		for i, k := range sortedWaits(e.WaitEvents) {
 			if i == 5 {
 				break

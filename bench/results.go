@@ -157,7 +157,11 @@ type Discard struct {
 // Entry is one strategy × workload × client count over n runs, each on a
 // table of its own. Scalars, sizes included, are medians over the kept
 // runs, with their ranges in Ranges; wait_events, hot_blocks and lag come
-// from the run whose tps is the median.
+// from the run whose tps is the median, and Ranges also holds the median
+// and range over the kept runs of its LWLock:BufferContent samples
+// ("buffer_content_samples") and its lag ("lag.peak_bytes",
+// "lag.peak_seconds", "lag.catchup_seconds"), which every run has in
+// per_run.
 type Entry struct {
 	Strategy       string   `json:"strategy"`
 	Workload       string   `json:"workload"`
@@ -180,11 +184,14 @@ type Entry struct {
 	Fillfactor         int              `json:"fillfactor"`
 	WaitEvents         map[string]int64 `json:"wait_events"`
 	WaitSamples        int              `json:"wait_samples"`
-	ForeignActive      int64            `json:"foreign_active_samples"`
-	HotBlocks          []HotBlock       `json:"hot_blocks"`
-	RightEdgePinShare  float64          `json:"right_edge_pin_share"`
-	Lag                *Lag             `json:"lag,omitempty"`
-	Spread             Spread           `json:"spread"`
+	// BufferContentSamples is the median over the kept runs of the
+	// LWLock:BufferContent samples of their load backends.
+	BufferContentSamples float64    `json:"buffer_content_samples"`
+	ForeignActive        int64      `json:"foreign_active_samples"`
+	HotBlocks            []HotBlock `json:"hot_blocks"`
+	RightEdgePinShare    float64    `json:"right_edge_pin_share"`
+	Lag                  *Lag       `json:"lag,omitempty"`
+	Spread               Spread     `json:"spread"`
 	// Ranges holds the range over the kept runs of every median above, by
 	// its JSON name.
 	Ranges map[string]Spread `json:"ranges"`
@@ -233,11 +240,11 @@ type RunResult struct {
 	IndexBytes         int64            `json:"index_bytes"`
 	TableRows          int64            `json:"table_rows"`
 	AvgLeafDensity     float64          `json:"avg_leaf_density"`
-	WaitEvents         map[string]int64 `json:"-"`
-	WaitSamples        int              `json:"-"`
+	WaitEvents         map[string]int64 `json:"wait_events,omitempty"`
+	WaitSamples        int              `json:"wait_samples"`
 	ForeignActive      int64            `json:"foreign_active_samples"`
-	HotBlocks          []HotBlock       `json:"-"`
+	HotBlocks          []HotBlock       `json:"hot_blocks,omitempty"`
 	RightEdgeShare     float64          `json:"right_edge_pin_share"`
-	Lag                *Lag             `json:"-"`
+	Lag                *Lag             `json:"lag,omitempty"`
 	Checks             []Check          `json:"-"`
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -80,5 +81,74 @@ func TestDDL(t *testing.T) {
 	}
 	if _, err := strategyByName("uuidv8"); err == nil {
 		t.Error("unknown strategy accepted")
+	}
+}
+
+// TestReportEntryWithoutKeptRun checks that a combination whose every run
+// was discarded shows no figures in the report: zeros would read as
+// measured.
+func TestReportEntryWithoutKeptRun(t *testing.T) {
+	discarded := RunResult{Run: 1, TPS: 23000, Checks: []Check{{Run: 1, Name: guardAutovacuum, Detail: "workers seen: template1"}}}
+	kept := RunResult{Run: 1, Kept: true, TPS: 27000, Rows: 540000, Seconds: 20, WALBytesPerRow: 206,
+		Checks: []Check{{Run: 1, Name: "exact row count", Passed: true}}}
+	res := &Results{Params: Params{Workloads: []string{"insert"}, Clients: []int{40}, Runs: 1},
+		Runs: []Entry{summarize(Strategy{Name: "uuidv4"}, "insert", 40, 90, []RunResult{discarded}),
+			summarize(Strategy{Name: "bigserial"}, "insert", 40, 90, []RunResult{kept})}}
+	rep := Report(res)
+	var row string
+	for _, l := range strings.Split(rep, "\n") {
+		if strings.HasPrefix(l, "| uuidv4 |") {
+			row = l
+		}
+	}
+	if !strings.Contains(row, "no kept run of 1") || strings.Contains(row, " 0 (0–0)") {
+		t.Errorf("row of a combination without a kept run: %q", row)
+	}
+	if header := strings.Split(rep, "\n| strategy |")[1]; strings.Count(strings.SplitN(header, "\n", 2)[0], "|")+2 != strings.Count(row, "|") {
+		t.Errorf("row %q has not the header's column count", row)
+	}
+	if !strings.Contains(rep, "| bigserial | 40 | 27000 (27000–27000) |") {
+		t.Errorf("a kept run's row is missing:\n%s", rep)
+	}
+	if !strings.Contains(rep, "uuidv4         c=40   no kept run") {
+		t.Errorf("wait histogram of a combination without a kept run:\n%s", rep)
+	}
+}
+
+// TestSummarizeSpreadsSamplesAndLag checks that the figures a run samples
+// (BufferContent waits, right-edge share, lag) get a median and a range
+// over the kept runs, not only the median-tps run's value, and that every
+// run keeps its own in results.json.
+func TestSummarizeSpreadsSamplesAndLag(t *testing.T) {
+	run := func(n int, tps float64, bc int64, peak int64, catchup float64) RunResult {
+		return RunResult{Run: n, Kept: true, TPS: tps, Rows: 100, Seconds: 1, RightEdgeShare: float64(bc) / 1000,
+			WaitEvents: map[string]int64{"LWLock:BufferContent": bc, "Idle": 10},
+			Lag:        &Lag{PeakBytes: peak, PeakSeconds: catchup / 2, CatchupSeconds: catchup},
+			Checks:     []Check{{Run: n, Name: "exact row count", Passed: true}}}
+	}
+	// The median-tps run (tps 200) has the highest BufferContent count.
+	runs := []RunResult{run(1, 100, 100, 3000, 0.3), run(2, 200, 900, 1000, 0.1), run(3, 300, 300, 2000, 0.2)}
+	e := summarize(Strategy{Name: "bigserial"}, "insert", 40, 90, runs)
+	if e.WaitEvents["LWLock:BufferContent"] != 900 {
+		t.Errorf("wait events %v: want the median-tps run's", e.WaitEvents)
+	}
+	if e.BufferContentSamples != 300 || e.Ranges["buffer_content_samples"] != (Spread{Min: 100, Max: 900}) {
+		t.Errorf("BufferContent samples %v range %+v, want the median 300 of 100, 300, 900", e.BufferContentSamples, e.Ranges["buffer_content_samples"])
+	}
+	if e.Ranges["right_edge_pin_share"] != (Spread{Min: 0.1, Max: 0.9}) {
+		t.Errorf("right-edge share range %+v", e.Ranges["right_edge_pin_share"])
+	}
+	if e.Ranges["lag.peak_bytes"] != (Spread{Min: 1000, Max: 3000}) || e.Ranges["lag.catchup_seconds"] != (Spread{Min: 0.1, Max: 0.3}) ||
+		e.Ranges["lag.peak_seconds"] != (Spread{Min: 0.05, Max: 0.15}) {
+		t.Errorf("lag ranges %+v %+v %+v", e.Ranges["lag.peak_bytes"], e.Ranges["lag.peak_seconds"], e.Ranges["lag.catchup_seconds"])
+	}
+	raw, err := json.Marshal(runs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{`"wait_events":{`, `"lag":{"peak_bytes":3000`} {
+		if !strings.Contains(string(raw), k) {
+			t.Errorf("a run's JSON lacks %s: %s", k, raw)
+		}
 	}
 }

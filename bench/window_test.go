@@ -208,3 +208,87 @@ func TestWALPositionIsInsertPosition(t *testing.T) {
 		t.Errorf("the WAL position read after a commit was behind the commit %d times in 50", behind)
 	}
 }
+
+// TestSettleCatalogsLeavesAutovacuumNothing churns the catalogs the way
+// many runs' DDL does until autovacuum has work on them, then requires
+// settleCatalogs to leave every catalog of benchCatalogs below autovacuum's
+// thresholds, so that no catalog vacuum or analyze starts inside a window.
+func TestSettleCatalogsLeavesAutovacuumNothing(t *testing.T) {
+	url := os.Getenv("FERRY_PG_URL")
+	if url == "" {
+		t.Skip("FERRY_PG_URL is not set: start the local stack to run the bench integration tests")
+	}
+	ctx := context.Background()
+	dbURL, _ := privateDatabase(t, url)
+	db, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var version int
+	if err := db.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if version < 150000 {
+		t.Skip("needs pg_stat_force_next_flush (PostgreSQL 15) to read the catalogs' counts without waiting")
+	}
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// What autovacuum would do to each catalog now, by its own rules.
+	due := func() []string {
+		t.Helper()
+		if _, err := conn.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := db.Query(ctx, `SELECT s.relname || ' (' || concat_ws(', ',
+				CASE WHEN s.n_dead_tup > current_setting('autovacuum_vacuum_threshold')::float8
+					+ current_setting('autovacuum_vacuum_scale_factor')::float8 * greatest(c.reltuples, 0) THEN s.n_dead_tup || ' dead' END,
+				CASE WHEN s.n_ins_since_vacuum > current_setting('autovacuum_vacuum_insert_threshold')::float8
+					+ current_setting('autovacuum_vacuum_insert_scale_factor')::float8 * greatest(c.reltuples, 0) THEN s.n_ins_since_vacuum || ' inserted' END,
+				CASE WHEN s.relname <> 'pg_statistic' AND s.n_mod_since_analyze > current_setting('autovacuum_analyze_threshold')::float8
+					+ current_setting('autovacuum_analyze_scale_factor')::float8 * greatest(c.reltuples, 0) THEN s.n_mod_since_analyze || ' changed' END) || ')'
+			FROM pg_stat_sys_tables s JOIN pg_class c ON c.oid = s.relid
+			WHERE s.schemaname = 'pg_catalog' AND s.relname = ANY($1) ORDER BY 1`, benchCatalogs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasSuffix(s, "()") {
+				out = append(out, s)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for i := 0; i < 60; i++ {
+		for _, q := range []string{"CREATE TABLE churn (id bigserial PRIMARY KEY, v int NOT NULL DEFAULT 0) PARTITION BY HASH (id)",
+			"CREATE TABLE churn_p0 PARTITION OF churn FOR VALUES WITH (MODULUS 2, REMAINDER 0)",
+			"CREATE TABLE churn_p1 PARTITION OF churn FOR VALUES WITH (MODULUS 2, REMAINDER 1)",
+			"DROP TABLE churn"} {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	before := due()
+	if len(before) == 0 {
+		t.Fatal("the churn left autovacuum nothing to do on the catalogs: the test cannot tell settleCatalogs from a no-op")
+	}
+	b := &bencher{cfg: Config{ConnString: dbURL}.withDefaults(), db: db}
+	if err := b.settleCatalogs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := due(); len(after) > 0 {
+		t.Errorf("autovacuum still has work after settleCatalogs: %v (before: %v)", after, before)
+	}
+}
