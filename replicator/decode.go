@@ -29,6 +29,10 @@ type relation struct {
 	// copied, after a copy taken while the stream ran, tells which
 	// transactions the copy holds: the stream leaves their changes out.
 	copied *copyCut
+	// truncated is the commit position of the transaction of the table's
+	// last TRUNCATE that ferry applied: a replay leaves out the changes of
+	// transactions that committed before it (see stream.truncate).
+	truncated pglogrepl.LSN
 }
 
 // values converts a pgoutput tuple into row values. An unchanged TOAST

@@ -135,6 +135,7 @@ func (s *stream) evolve(ctx context.Context, rel *relation, d described, byAttnu
 	}
 	next := newRelation(tableRef{OID: rel.ref.OID, Schema: d.table.Schema, Name: d.table.Name, AppendOnly: rel.ref.AppendOnly}, tm, d)
 	next.copied = rel.copied // until a rebuild's copy replaces it
+	next.truncated = rel.truncated
 	if err := ev.RenameTable(ctx, rel.tm, tm); err != nil {
 		return err
 	}
