@@ -43,11 +43,24 @@ func (r *Replicator) ensurePublications(ctx context.Context, conn *pgx.Conn, rel
 		if err != nil {
 			return nil, err
 		}
-		switch {
-		case !exists && list == "":
-			continue
-		case !exists:
+		if !exists && list != "" {
 			err = execPub(ctx, conn, p.name, "CREATE PUBLICATION "+schema.QuotePG(p.name)+" FOR TABLE "+list+p.with)
+			if !createdMeanwhile(err) {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			// Another session (a ferry killed a moment ago, whose backend
+			// had not yet ended) created it between the look-up and the
+			// CREATE: take it as found.
+			if exists, all, err = publicationExists(ctx, conn, p.name); err != nil {
+				return nil, err
+			}
+		}
+		switch {
+		case !exists:
+			continue
 		case all:
 			continue
 		case firstStart && list != "":
@@ -151,6 +164,14 @@ func publicationExists(ctx context.Context, conn *pgx.Conn, name string) (exists
 		return false, false, fmt.Errorf("look up publication %s: %w", name, err)
 	}
 	return exists, allTables, nil
+}
+
+// createdMeanwhile reports whether CREATE PUBLICATION failed because the
+// publication exists (duplicate_object, or the unique index of the names
+// when the other creator committed while this one waited on it).
+func createdMeanwhile(err error) bool {
+	c := pgCode(err)
+	return c == "42710" || c == "23505"
 }
 
 func execPub(ctx context.Context, conn *pgx.Conn, name, sql string) error {
