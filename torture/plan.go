@@ -13,7 +13,7 @@ import (
 type fault struct {
 	At   time.Duration
 	Kind string // kill9, sigterm, cut-pg, cut-ch, stall-ch, or a restart (restartKinds)
-	When string // a restart's phase: at the first "copy" or "rebuild" from At on ("": at At)
+	When string // a restart's phase: at the first "copy", "rebuild" or "write" from At on ("": at At)
 }
 
 // Plan is everything a round does, generated from (seed, round) alone:

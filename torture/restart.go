@@ -18,7 +18,8 @@ import (
 // start, a logical slot's state as of its last save), ClickHouse stopped
 // in order (SIGTERM) or killed, each at an offset from ferry's first start
 // or at the first moment after it that ferry's log shows a phase begin:
-// an initial copy ("copy") or a table rebuild ("rebuild"). Only servers
+// an initial copy ("copy"), a table rebuild ("rebuild") or the write of a
+// large streamed transaction ("write", ClickHouse only). Only servers
 // of torture's own are restarted (Private); a plan that has restart faults
 // runs there.
 
@@ -45,6 +46,9 @@ var phaseMarks = map[string]struct{ begin, end []string }{
 			"replacing the partial ClickHouse table with a fresh copy", "rebuilding its table"},
 		end: []string{"schema change applied", `"streaming"`, "msg=streaming", "\tstreaming\t"},
 	},
+	// The write of a large streamed transaction, logged as it begins (its
+	// end is not logged at ferry's default level).
+	"write": {begin: []string{"a large streamed transaction committed: writing it"}},
 }
 
 // phaseGrace is how long after the workload's end a fault still waits for
@@ -95,6 +99,14 @@ func addRestarts(p *Plan, g *gen, sz Size) {
 			g.r = r
 			p.Workload = append(p.Workload, g.rebuildDDL(r.IntN(p.Sessions)))
 			break
+		}
+	}
+	// Drawn last, so that the draws above stay what they were: a
+	// ClickHouse restart without a phase waits, one time in two, for the
+	// write of a large streamed transaction, which is then in flight.
+	for i := range p.Faults {
+		if f := &p.Faults[i]; (f.Kind == "restart-ch" || f.Kind == "crash-ch") && f.When == "" && r.IntN(2) == 0 {
+			f.When = "write"
 		}
 	}
 }
@@ -242,6 +254,8 @@ func (rs *restarter) run(ctx context.Context, fs []fault, t0 time.Time, done <-c
 			marks := phaseMarks[f.When]
 			i := indexAny(text, marks.begin)
 			switch {
+			case i >= 0 && len(marks.end) == 0:
+				note = " (as the " + f.When + " began)"
 			case i >= 0 && indexAny(text[i:], marks.end) >= 0:
 				note = " (the " + f.When + " had already ended when the log was read)"
 			case i >= 0:
@@ -303,7 +317,7 @@ func (rs *restarter) fire(f fault, at time.Duration, note string) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.n++
-	if strings.HasPrefix(note, " (during") {
+	if strings.HasPrefix(note, " (during") || strings.HasPrefix(note, " (as the") {
 		rs.inPhase++
 	}
 	ev := fmt.Sprintf("%s at %s%s: down for %s", f.label(), at.Round(time.Millisecond), note, time.Since(start).Round(time.Millisecond))
