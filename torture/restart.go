@@ -281,12 +281,8 @@ func (rs *restarter) newOutput() string {
 	if p != rs.proc {
 		rs.proc, rs.off = p, 0
 	}
-	s := p.out.String()
-	if len(s) <= rs.off {
-		return ""
-	}
-	text := s[rs.off:]
-	rs.off = len(s)
+	text, n := p.out.From(rs.off)
+	rs.off = n
 	return text
 }
 
