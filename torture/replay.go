@@ -57,7 +57,50 @@ func (e *env) replayCheck(ctx context.Context, t string, res *Result) error {
 	}
 	res.Replayed += replayed
 	if conflicting > 0 {
-		res.Disagreements = append(res.Disagreements, fmt.Sprintf("table %s: %d keys have two stored rows of one version that differ (a replayed write was not the same write)", t, conflicting))
+		res.Disagreements = append(res.Disagreements, fmt.Sprintf("table %s: %d keys have two stored rows of one version that differ (a replayed write was not the same write)%s",
+			t, conflicting, e.replayDiffers(ctx, from, group, vals)))
 	}
 	return nil
+}
+
+// replayDiffers names the columns in which stored rows of one key and
+// version differ, with an example, for the finding.
+func (e *env) replayDiffers(ctx context.Context, from string, group, vals []string) string {
+	var us, counts []string
+	for i, v := range vals {
+		us = append(us, fmt.Sprintf("uniqExact(%s) AS u%d", v, i))
+		counts = append(counts, fmt.Sprintf("toUInt64(countIf(u%d > 1))", i))
+	}
+	q := fmt.Sprintf("SELECT %s FROM (SELECT %s FROM %s GROUP BY %s)", strings.Join(counts, ", "), strings.Join(us, ", "), from, strings.Join(group, ", "))
+	n := make([]uint64, len(vals))
+	dest := make([]any, len(vals))
+	for i := range n {
+		dest[i] = &n[i]
+	}
+	if err := e.ch.QueryRow(ctx, q).Scan(dest...); err != nil {
+		return " (columns not read: " + err.Error() + ")"
+	}
+	var cols []string
+	for i, c := range n {
+		if c > 0 {
+			cols = append(cols, fmt.Sprintf("%s (%d keys)", vals[i], c))
+		}
+	}
+	var example string
+	q = fmt.Sprintf("SELECT toString(tuple(%s)) FROM %s WHERE (%s) IN (SELECT %s FROM %s GROUP BY %s HAVING uniqExact(tuple(%s)) > 1 LIMIT 1) LIMIT 4",
+		strings.Join(append(append([]string(nil), group...), vals...), ", "), from, strings.Join(group, ", "),
+		strings.Join(group, ", "), from, strings.Join(group, ", "), strings.Join(vals, ", "))
+	if rows, err := e.ch.Query(ctx, q); err == nil {
+		for rows.Next() {
+			var r string
+			if rows.Scan(&r) == nil {
+				if len(r) > 600 {
+					r = r[:600] + "..."
+				}
+				example += "\n      " + r
+			}
+		}
+		rows.Close()
+	}
+	return "; differing: " + strings.Join(cols, ", ") + "; rows of the first such key:" + example
 }

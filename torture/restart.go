@@ -11,6 +11,8 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ferry-cdc/ferry/internal/testkit"
 )
 
 // Server restarts as faults (issue 15): PostgreSQL stopped fast (SIGINT)
@@ -18,8 +20,9 @@ import (
 // start, a logical slot's state as of its last save), ClickHouse stopped
 // in order (SIGTERM) or killed, each at an offset from ferry's first start
 // or at the first moment after it that ferry's log shows a phase begin:
-// an initial copy ("copy"), a table rebuild ("rebuild") or the write of a
-// large streamed transaction ("write", ClickHouse only). Only servers
+// an initial copy ("copy"), a table rebuild ("rebuild"), or for
+// ClickHouse a write in flight ("write": ferry sending it a burst of
+// bytes through the proxy). Only servers
 // of torture's own are restarted (Private); a plan that has restart faults
 // runs there.
 
@@ -46,10 +49,13 @@ var phaseMarks = map[string]struct{ begin, end []string }{
 			"replacing the partial ClickHouse table with a fresh copy", "rebuilding its table"},
 		end: []string{"schema change applied", `"streaming"`, "msg=streaming", "\tstreaming\t"},
 	},
-	// The write of a large streamed transaction, logged as it begins (its
-	// end is not logged at ferry's default level).
-	"write": {begin: []string{"a large streamed transaction committed: writing it"}},
+	// "write" has no marks: it is a burst of bytes from ferry to
+	// ClickHouse through the proxy (writeBurst).
 }
+
+// writeBurst is how many bytes ferry must have sent ClickHouse within one
+// tick of the restarter for a write (an INSERT's data) to be in flight.
+const writeBurst = 2048
 
 // phaseGrace is how long after the workload's end a fault still waits for
 // its phase when ferry does not catch up with the workload (a ferry that
@@ -102,8 +108,8 @@ func addRestarts(p *Plan, g *gen, sz Size) {
 		}
 	}
 	// Drawn last, so that the draws above stay what they were: a
-	// ClickHouse restart without a phase waits, one time in two, for the
-	// write of a large streamed transaction, which is then in flight.
+	// ClickHouse restart without a phase waits, one time in two, for a
+	// write in flight.
 	for i := range p.Faults {
 		if f := &p.Faults[i]; (f.Kind == "restart-ch" || f.Kind == "crash-ch") && f.When == "" && r.IntN(2) == 0 {
 			f.When = "write"
@@ -180,6 +186,7 @@ type restarter struct {
 	e    *env
 	pv   *Private
 	sup  *supervisor
+	chp  *testkit.Proxy // ferry's ClickHouse connections
 	logf Logf
 	mu   sync.Mutex
 	evs  []string
@@ -194,8 +201,8 @@ type restarter struct {
 
 // startRestarter fires fs (restart faults) from its own goroutine, with
 // a finer clock than the other faults' so that a phase's start is caught.
-func startRestarter(ctx context.Context, e *env, sup *supervisor, fs []fault, t0 time.Time, sessions <-chan struct{}, logf Logf) *restarter {
-	rs := &restarter{e: e, pv: e.srv.Private, sup: sup, logf: logf, finished: make(chan struct{})}
+func startRestarter(ctx context.Context, e *env, sup *supervisor, chp *testkit.Proxy, fs []fault, t0 time.Time, sessions <-chan struct{}, logf Logf) *restarter {
+	rs := &restarter{e: e, pv: e.srv.Private, sup: sup, chp: chp, logf: logf, finished: make(chan struct{})}
 	go func() {
 		defer close(rs.finished)
 		rs.run(ctx, fs, t0, sessions)
@@ -226,6 +233,7 @@ func (rs *restarter) run(ctx context.Context, fs []fault, t0 time.Time, done <-c
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	var sessionsDone, lastPoll time.Time
+	var lastSent int64
 	var target string // the WAL position at the workload's end
 	caughtUp := false
 	for len(fs) > 0 && ctx.Err() == nil {
@@ -245,6 +253,9 @@ func (rs *restarter) run(ctx context.Context, fs []fault, t0 time.Time, done <-c
 			}
 		}
 		text := rs.newOutput()
+		sent := rs.chp.Forwarded()
+		burst := sent-lastSent >= writeBurst
+		lastSent = sent
 		f := fs[0]
 		if time.Since(t0) < f.At {
 			continue
@@ -254,8 +265,8 @@ func (rs *restarter) run(ctx context.Context, fs []fault, t0 time.Time, done <-c
 			marks := phaseMarks[f.When]
 			i := indexAny(text, marks.begin)
 			switch {
-			case i >= 0 && len(marks.end) == 0:
-				note = " (as the " + f.When + " began)"
+			case f.When == "write" && burst:
+				note = " (during a write)"
 			case i >= 0 && indexAny(text[i:], marks.end) >= 0:
 				note = " (the " + f.When + " had already ended when the log was read)"
 			case i >= 0:
@@ -313,7 +324,7 @@ func (rs *restarter) fire(f fault, at time.Duration, note string) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.n++
-	if strings.HasPrefix(note, " (during") || strings.HasPrefix(note, " (as the") {
+	if strings.HasPrefix(note, " (during") {
 		rs.inPhase++
 	}
 	ev := fmt.Sprintf("%s at %s%s: down for %s", f.label(), at.Round(time.Millisecond), note, time.Since(start).Round(time.Millisecond))

@@ -120,6 +120,7 @@ func Run(ctx context.Context, srv Servers, p *Plan, logf Logf) (*Result, error) 
 		}
 	}
 	out, err := runFerry(ctx, srv.Ferry, 5*time.Minute, append([]string{"run", "--catch-up"}, e.runArgs(p, e.roleURL, srv.CH)...)...)
+	res.logs += "\n--- ferry run --catch-up ---\n" + out
 	if err != nil {
 		res.Disagreements = append(res.Disagreements, fmt.Sprintf("ferry run --catch-up failed: %v\n%s", err, tail(out, 15)))
 		res.Elapsed = time.Since(start)
@@ -189,7 +190,7 @@ func (e *env) stream(ctx context.Context, p *Plan, res *Result, refused func(err
 	}
 	go func() { wg.Wait(); close(done) }()
 	others, restarts := splitFaults(p.Faults)
-	rs := startRestarter(ctx, e, sup, restarts, t0, done, logf)
+	rs := startRestarter(ctx, e, sup, chp, restarts, t0, done, logf)
 	res.Faults += sup.faults(ctx, others, t0, done, pgp, chp)
 	<-done
 	res.Faults += rs.wait()
