@@ -33,6 +33,11 @@ type relation struct {
 	// last TRUNCATE that ferry applied: a replay leaves out the changes of
 	// transactions that committed before it (see stream.truncate).
 	truncated pglogrepl.LSN
+	// shapedAt is the WAL position of the shape the ClickHouse table has:
+	// of the last schema change applied to it, or of a copy that gave it
+	// the table's shape of the time. A schema change from before it is
+	// the stream's history, received again after a restart (see evolve).
+	shapedAt uint64
 }
 
 // values converts a pgoutput tuple into row values. An unchanged TOAST

@@ -131,6 +131,9 @@ func (r *Replicator) copyFresh(ctx context.Context, rel *relation, target *schem
 		return err
 	}
 	rel.copied = cut
+	if !rel.stale {
+		rel.shapedAt = max(rel.shapedAt, cut.End) // the table's shape as of the snapshot
+	}
 	return tx.Commit(ctx)
 }
 
