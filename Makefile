@@ -69,7 +69,8 @@ perf: build stack-up
 ## torture: random seeded rounds against the running local stack (make stack-up first) for DURATION
 ##          (default 20m; SEED=n fixes the first seed; CH=modern|legacy|both, default both), then a table
 ##          of rounds, operations, faults, rows checked and disagreements; failing plans in TORTURE_DIR;
-##          AVOID=list names known bugs to steer clear of (torture.Known; default: the test's own list)
+##          AVOID=list names known bugs to steer clear of (torture.Known; default: the test's own list);
+##          RESTARTS=n: one round in n restarts servers, private ones (default 2; 0: none; needs root)
 DURATION    ?= 20m
 SEED        ?= 0
 CH          ?= both
@@ -78,7 +79,7 @@ torture:
 	if [ -f .stack/env ]; then . .stack/env; fi; \
 	$(GO) test -count=1 -v -timeout 0 -run 'TestTorture$$' ./torture \
 	  -torture.duration=$(DURATION) -torture.seed=$(SEED) -torture.ch=$(CH) -torture.dir=$(TORTURE_DIR) \
-	  $(if $(AVOID),-torture.avoid=$(AVOID))
+	  $(if $(AVOID),-torture.avoid=$(AVOID)) $(if $(RESTARTS),-torture.restarts=$(RESTARTS))
 
 ## clean: remove build output (the stack's data stays; use stack-down first)
 clean:

@@ -197,6 +197,11 @@ type catalogTable struct {
 	// Stale is the relation's stale flag: a restart must not take the
 	// placeholders a copy left for an in-place change to build on.
 	Stale bool `json:"stale,omitempty"`
+	// Truncated is the relation's truncated position, kept with the
+	// stored state.
+	Truncated uint64 `json:"truncated,omitempty"`
+	// ShapedAt is the relation's shapedAt, kept with the stored state.
+	ShapedAt uint64 `json:"shaped_at,omitempty"`
 	// Excluded and RowFilter are the filter the ClickHouse table was made
 	// under (--exclude-columns, --row-filter); Kept the attnums of the
 	// publication's column list, nil when it has none (see filter.go).

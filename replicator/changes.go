@@ -187,14 +187,29 @@ func (s *stream) delete(m *pglogrepl.DeleteMessage, version uint64) error {
 // truncate writes what came before it, then empties the tables. Replayed
 // after a crash, it empties them again before the rows that followed it
 // are written again, so the end state is the same.
+//
+// A replay must not write the changes of the transactions that committed
+// before it, though, once ClickHouse is emptied: their rows would be
+// removed again, but a row whose TOASTed value the update left unchanged
+// takes that value from the rows stored in ClickHouse, which are gone, and
+// the write fails at every start. So the truncating transaction's commit
+// position is saved with the table's state before the table is emptied,
+// and the stream leaves out the table's changes of earlier transactions
+// (add); the truncating transaction itself is replayed whole.
 func (s *stream) truncate(ctx context.Context, m *pglogrepl.TruncateMessage) error {
 	if err := s.flushWithRetry(ctx); err != nil {
 		return err
 	}
 	for _, oid := range m.RelationIDs {
 		rel, ok := s.relation(oid)
-		if !ok || rel.tm.Source.AppendOnly || rel.copied.holds(s.txID, s.txCommit) {
-			continue // a copy that holds the transaction was taken after the truncation
+		if !ok || rel.tm.Source.AppendOnly || rel.copied.holds(s.txID, s.txCommit) || s.txCommit < rel.truncated {
+			continue // a copy that holds the transaction was taken after the truncation, or a later one was applied
+		}
+		if rel.truncated != s.txCommit {
+			rel.truncated = s.txCommit
+			if err := s.rep.saveState(ctx, rel); err != nil {
+				return err
+			}
 		}
 		s.observe(rel, "truncate")
 		if err := s.sink.Truncate(ctx, rel.tm); err != nil {
@@ -229,7 +244,7 @@ func (s *stream) add(rel *relation, row loader.Row, size int) error {
 	}
 	row.Seq = s.sameNext
 	s.sameNext++
-	if rel.copied.holds(s.txID, s.txCommit) {
+	if rel.copied.holds(s.txID, s.txCommit) || s.txCommit < rel.truncated {
 		return nil
 	}
 	if err := rel.setRowKey(&row); err != nil {

@@ -29,6 +29,15 @@ type relation struct {
 	// copied, after a copy taken while the stream ran, tells which
 	// transactions the copy holds: the stream leaves their changes out.
 	copied *copyCut
+	// truncated is the commit position of the transaction of the table's
+	// last TRUNCATE that ferry applied: a replay leaves out the changes of
+	// transactions that committed before it (see stream.truncate).
+	truncated pglogrepl.LSN
+	// shapedAt is the WAL position of the shape the ClickHouse table has:
+	// of the last schema change applied to it, or of a copy that gave it
+	// the table's shape of the time. A schema change from before it is
+	// the stream's history, received again after a restart (see evolve).
+	shapedAt uint64
 }
 
 // values converts a pgoutput tuple into row values. An unchanged TOAST

@@ -150,6 +150,16 @@ func (s *stream) evolveTo(ctx context.Context, rel *relation, d described, byAtt
 	}
 	next := newRelation(tableRef{OID: rel.ref.OID, Schema: d.table.Schema, Name: d.table.Name, AppendOnly: rel.ref.AppendOnly}, tm, d)
 	next.copied = rel.copied // until a rebuild's copy replaces it
+	next.truncated = rel.truncated
+	// A change from before the table's shape is history that a restart
+	// brings again (the slot's confirmed position may fall back: before
+	// PostgreSQL 17 a shutdown does not save it). Its reverse in place
+	// would drop columns that hold values the stream will not bring again
+	// (the rows a copy holds): it is applied by a rebuild, whose copy reads
+	// the table as it is now, and which the changes that follow, up to the
+	// shape, rebuild again (the copy marks the table stale).
+	historic := version < rel.shapedAt
+	next.shapedAt = max(rel.shapedAt, version)
 	if err := ev.RenameTable(ctx, rel.tm, tm); err != nil {
 		return err
 	}
@@ -162,7 +172,7 @@ func (s *stream) evolveTo(ctx context.Context, rel *relation, d described, byAtt
 	// change the rows already in ClickHouse carry keys that the stream's
 	// old-row identities no longer produce, so only a copy re-keys them.
 	fullRow := rel.tm.Source.FullRow && len(changes) > 0
-	rebuild = rebuild || attach || rel.stale || fullRow || !schema.SameKey(rel.tm, tm)
+	rebuild = rebuild || attach || rel.stale || fullRow || historic || !schema.SameKey(rel.tm, tm)
 	for _, c := range changes {
 		added := c.Kind == schema.ColumnAdded && next.addedWithDefault(c.To.Name)
 		rebuild = rebuild || added || !schema.InPlace(c, s.rep.caps)
@@ -175,7 +185,7 @@ func (s *stream) evolveTo(ctx context.Context, rel *relation, d described, byAtt
 	}
 	if rebuild {
 		s.log.Info("schema change needs the ClickHouse table rebuilt: copying the table into a new one and swapping it in",
-			zap.Stringer("table", next.ref), zap.Int("changes", len(changes)), zap.Bool("partitions_changed", attach))
+			zap.Stringer("table", next.ref), zap.Int("changes", len(changes)), zap.Bool("partitions_changed", attach), zap.Bool("replayed", historic))
 		conn, err := s.pg(ctx)
 		if err != nil {
 			return err

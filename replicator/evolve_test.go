@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/loader/clickhouse"
 	"github.com/ferry-cdc/ferry/replicator"
 )
@@ -281,4 +282,82 @@ func TestSchemaChangeKeepsArrayDims(t *testing.T) {
 	if counts := e.verifyAll(cfg); counts["public.grid"] != 2 {
 		t.Errorf("counts %v, want grid 2", counts)
 	}
+}
+
+// TestCopyAheadOfAddedColumn: a rebuild's copy reads the table as it is
+// now, which may hold a column added after the point the stream is at;
+// the copy cannot write it yet, and the stream leaves out the rows the
+// copy holds. So the ADD COLUMN, when the stream reaches it, must rebuild
+// the table again, not add the column in place: in place, the copied rows
+// that had a value there kept NULL in ClickHouse. (Found by ferry torture
+// seed 981398 round 12: the rows of a COPY right after an ADD COLUMN.)
+func TestCopyAheadOfAddedColumn(t *testing.T) {
+	e := newEnv(t)
+	if err := replicator.Setup(context.Background(), e.adminURL, "ferry"); err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`CREATE TABLE items (id int PRIMARY KEY, a text)`, `CREATE TABLE gate (id int PRIMARY KEY)`,
+		`INSERT INTO items SELECT g, 'x' FROM generate_series(1, 100) g`)
+	cfg := e.config()
+	e.mustCatchUp(cfg)
+	// The stream waits at the write of gate's row while the table changes
+	// twice; the first change rebuilds, and its copy sees the second.
+	hold := &holdAtWrite{Sink: e.sink(), table: "gate", reached: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r, err := replicator.New(cfg, hold, hold, hold.Capabilities(), clickhouse.IsRetryable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- r.Run(ctx) }()
+	e.exec(`INSERT INTO gate VALUES (1)`)
+	select {
+	case <-hold.reached:
+	case err := <-done:
+		t.Fatalf("ferry ended before it wrote gate's row: %v", err)
+	case <-time.After(5 * time.Minute):
+		t.Fatal("ferry did not write gate's row in 5 minutes")
+	}
+	e.exec(`ALTER TABLE items ADD COLUMN c text DEFAULT 'dflt'`, `INSERT INTO items (id, a) VALUES (1000, 'y')`,
+		`ALTER TABLE items ADD COLUMN d text`, `INSERT INTO items (id, a, d) VALUES (1001, 'z', 'filled')`)
+	close(hold.release)
+	// Stopped once the stream has applied the second change: a restart
+	// before it would copy the table afresh.
+	for deadline := time.Now().Add(5 * time.Minute); len(e.chStrings("SELECT name FROM system.columns WHERE database = '"+e.db+"' AND table = 'items' AND name = 'd'")) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("ferry did not add column d in 5 minutes")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("ferry run: %v", err)
+	}
+	e.mustCatchUp(cfg)
+	if n := e.verifyAll(cfg)["public.items"]; n != 102 {
+		t.Errorf("items: %d rows, want 102", n)
+	}
+	sameRows(t, "items", e.chStrings("SELECT toString(id), c, ifNull(d, 'NULL') FROM "+e.table("items")+" FINAL WHERE id >= 1000 ORDER BY id"),
+		[][]string{{"1000", "dflt", "NULL"}, {"1001", "dflt", "filled"}})
+}
+
+// holdAtWrite is the ClickHouse sink, but its first write of table waits
+// for release.
+type holdAtWrite struct {
+	*clickhouse.Sink
+	table   string
+	once    sync.Once
+	reached chan struct{}
+	release chan struct{}
+}
+
+func (h *holdAtWrite) Write(ctx context.Context, b *loader.Batch) error {
+	if b.Table.Name == h.table {
+		h.once.Do(func() {
+			close(h.reached)
+			<-h.release
+		})
+	}
+	return h.Sink.Write(ctx, b)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
@@ -95,7 +96,7 @@ func union(a, b []*relation) []*relation {
 
 func newRelation(ref tableRef, tm *schema.TableMap, d described) *relation {
 	return &relation{ref: ref, tm: tm, typeOIDs: d.typeOIDs, attnums: d.attnums, hasDefault: d.hasDefault, partitions: d.partitions, doc: d.doc,
-		copied: d.doc.Copied, stale: d.doc.Stale}
+		copied: d.doc.Copied, stale: d.doc.Stale, truncated: pglogrepl.LSN(d.doc.Truncated), shapedAt: d.doc.ShapedAt}
 }
 
 // saveState stores the description the table's ClickHouse side now
@@ -106,7 +107,7 @@ func (r *Replicator) saveState(ctx context.Context, rel *relation) error {
 		return nil
 	}
 	d := rel.doc
-	d.Copied, d.Stale = rel.copied, rel.stale
+	d.Copied, d.Stale, d.Truncated, d.ShapedAt = rel.copied, rel.stale, uint64(rel.truncated), rel.shapedAt
 	doc, err := json.Marshal(d)
 	if err != nil {
 		return fmt.Errorf("encode the description of %s: %w", rel.ref, err)

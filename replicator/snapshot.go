@@ -106,11 +106,19 @@ func (r *Replicator) copyFresh(ctx context.Context, rel *relation, target *schem
 	if err != nil {
 		return fmt.Errorf("copy of %s: %w", rel.ref, err)
 	}
-	src := project(rel, now)
-	rel.stale = src.placeholders > 0
+	// A column added since the stream's point is not read: the ClickHouse
+	// table lacks it until the stream brings the change, and the rows the
+	// copy holds are left out of the stream, so that change must rebuild
+	// too, not add the column in place (which would leave it NULL in the
+	// copied rows that have a value there).
+	published := now
+	published.restrict(rel.doc.Kept, rel.tm.Source.RowFilter, rel.doc.Excluded)
+	src := project(rel, published)
+	rel.stale = src.placeholders > 0 || src.unread > 0
 	if rel.stale {
 		r.log.Warn("the table changed again since the point the stream is at: columns that no longer match are copied as empty values, "+
-			"and the table is rebuilt again when the stream reaches the later change", zap.Stringer("table", rel.ref), zap.Int("columns", src.placeholders))
+			"columns added since are left out, and the table is rebuilt again when the stream reaches the later change",
+			zap.Stringer("table", rel.ref), zap.Int("columns", src.placeholders), zap.Int("added", src.unread))
 	}
 	// Further workers share this transaction's snapshot.
 	var snapshot string
@@ -123,6 +131,9 @@ func (r *Replicator) copyFresh(ctx context.Context, rel *relation, target *schem
 		return err
 	}
 	rel.copied = cut
+	if !rel.stale {
+		rel.shapedAt = max(rel.shapedAt, cut.End) // the table's shape as of the snapshot
+	}
 	return tx.Commit(ctx)
 }
 
@@ -134,6 +145,7 @@ type source struct {
 	where        string   // the row filter (schema.Table.RowFilter); "" for every row
 	from         []int    // per stream column, its index in read; -1 for a placeholder
 	placeholders int
+	unread       int // the table's columns that match no stream column (added since)
 }
 
 // allColumns reads every stream column as it is named.
@@ -170,6 +182,7 @@ func project(rel *relation, now described) source {
 		src.from = append(src.from, len(src.read))
 		src.read = append(src.read, now.table.Columns[j].Name)
 	}
+	src.unread = len(now.table.Columns) - len(src.read)
 	return src
 }
 

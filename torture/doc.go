@@ -7,11 +7,17 @@
 // updates that leave TOASTed values unchanged, TRUNCATE, transactions
 // that stream, DDL), and a schedule of faults on the ferry subprocess
 // (kill -9, SIGTERM, cut and stalled connections through
-// internal/testkit's proxy). Run executes it in a private PostgreSQL
+// internal/testkit's proxy), and in some rounds server restarts
+// (restart.go): PostgreSQL stopped fast or crash-like and ClickHouse
+// stopped or killed, at an offset or at the start of an initial copy or
+// a rebuild, on a PostgreSQL and a ClickHouse of torture's own (Private),
+// never the shared stack's. Run executes it in a private PostgreSQL
 // database, role and slot and a private ClickHouse database, catches up
 // with ferry run --catch-up, and compares every published table with a
 // fingerprint computed in SQL on each side, independent of ferry verify,
-// plus a per-key check, and runs ferry verify too: a disagreement between
+// plus a per-key check and a check that rows stored twice under one key
+// and version (replayed writes) are the same row, and runs ferry verify
+// too: a disagreement between
 // any two of them is a finding. Shrink cuts a failing plan down to fewer
 // operations; Save writes it as a SQL script with its fault schedule.
 //

@@ -25,6 +25,9 @@ type Servers struct {
 	CH     string // ClickHouse native URL
 	Ferry  string // the ferry binary
 	Legacy bool   // the ClickHouse server is older than 22.8
+	// Private are servers of torture's own, for the plans that restart
+	// servers (HasRestarts); nil: such plans fail to start.
+	Private *Private
 }
 
 // env is one round's private PostgreSQL role and database (same name),

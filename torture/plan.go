@@ -12,7 +12,8 @@ import (
 // start (small offsets land in the initial copy).
 type fault struct {
 	At   time.Duration
-	Kind string // kill9, sigterm, cut-pg, cut-ch, stall-ch
+	Kind string // kill9, sigterm, cut-pg, cut-ch, stall-ch, or a restart (restartKinds)
+	When string // a restart's phase: at the first "copy", "rebuild" or "write" from At on ("": at At)
 }
 
 // Plan is everything a round does, generated from (seed, round) alone:
@@ -30,6 +31,7 @@ type Plan struct {
 	Preload     []op // before ferry's first start: what the initial copy reads
 	Workload    []op // concurrent, by session, while ferry runs
 	Faults      []fault
+	AsyncCommit bool // the role commits with synchronous_commit = off (restart rounds only)
 }
 
 // Size is how big a round is.
@@ -42,6 +44,9 @@ type Size struct {
 	// Avoid names known ferry bugs, not yet fixed on main, that the
 	// generator steers clear of so that a run can find others (see known).
 	Avoid []string
+	// Restarts is the most restart faults a round has (one round in
+	// RestartEvery has them); 0: none. They run on private servers.
+	Restarts, RestartEvery int
 }
 
 // Known are the bugs Size.Avoid may name.
@@ -110,11 +115,16 @@ func NewPlan(seed, round uint64, legacy bool, sz Size) *Plan {
 		p.Faults = append(p.Faults, fault{At: at, Kind: kinds[r.IntN(len(kinds))]})
 	}
 	sort.Slice(p.Faults, func(i, j int) bool { return p.Faults[i].At < p.Faults[j].At })
+	addRestarts(p, g, sz)
 	return p
 }
 
-// opCount is the number of operations, faults included.
-func (p *Plan) OpCount() int { return len(p.Preload) + len(p.Workload) + len(p.Faults) }
+// OpCount is the number of operations the shrinker may cut, faults
+// included; restart faults are not among them (the shrinker keeps them).
+func (p *Plan) OpCount() int {
+	_, restarts := splitFaults(p.Faults)
+	return len(p.Preload) + len(p.Workload) + len(p.Faults) - len(restarts)
+}
 
 // Script is the plan as a psql script plus the fault schedule: the
 // reproduction a failure leaves behind.
@@ -129,6 +139,9 @@ func (p *Plan) Script() string {
 		fmt.Fprintf(&b, " --append-only %q", strings.Join(p.AppendOnly, ","))
 	}
 	fmt.Fprintf(&b, "\n-- ferry setup (DDL capture): %v; sessions: %d\n", p.Setup, p.Sessions)
+	if p.HasRestarts() {
+		fmt.Fprintf(&b, "-- restarts servers: runs on a private PostgreSQL and ClickHouse; the role's synchronous_commit off: %v\n", p.AsyncCommit)
+	}
 	b.WriteString("-- the role runs with logical_decoding_work_mem = 64kB\n\n-- schema\n")
 	for _, q := range p.Schema {
 		b.WriteString(q + ";\n")
@@ -139,7 +152,7 @@ func (p *Plan) Script() string {
 	b.WriteString(script(p.Workload))
 	b.WriteString("\n-- fault schedule (offset from ferry's first start)\n")
 	for _, f := range p.Faults {
-		fmt.Fprintf(&b, "-- %8s %s\n", f.At.Round(time.Millisecond), f.Kind)
+		fmt.Fprintf(&b, "-- %8s %s\n", f.At.Round(time.Millisecond), f.label())
 	}
 	return b.String()
 }

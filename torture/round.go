@@ -19,8 +19,14 @@ import (
 type Result struct {
 	Ops, OpErrors int // operations run, and those PostgreSQL refused (rolled back)
 	Faults        int
-	RowsChecked   uint64
-	Tables        int
+	// Restarts are the server restarts among the faults, and those that
+	// landed in the phase (a copy, a rebuild) they waited for.
+	Restarts, RestartsInPhase int
+	RowsChecked               uint64
+	// Replayed are rows ClickHouse stores twice under one key and version
+	// (a write replayed after a fault), which FINAL collapses.
+	Replayed uint64
+	Tables   int
 	// Disagreements are the findings: a table that differs, a validator
 	// that disagrees with ferry verify, a catch-up that fails.
 	Disagreements []string
@@ -29,6 +35,7 @@ type Result struct {
 	// statements mostly fail tests little.
 	Refusals map[string]int
 	Elapsed  time.Duration
+	logs     string // every ferry run's output, for a failing round's directory
 }
 
 // Failed reports whether the round found something.
@@ -53,11 +60,20 @@ type Logf func(format string, args ...any)
 // Run runs one plan against the servers and validates the result.
 func Run(ctx context.Context, srv Servers, p *Plan, logf Logf) (*Result, error) {
 	start := time.Now()
+	srv, err := privateFor(srv, p)
+	if err != nil {
+		return nil, err
+	}
 	e, err := newEnv(ctx, srv)
 	if err != nil {
 		return nil, err
 	}
 	defer e.close()
+	if p.AsyncCommit {
+		if err := e.asyncCommit(ctx); err != nil {
+			return nil, err
+		}
+	}
 	res := &Result{Refusals: map[string]int{}}
 	var mu sync.Mutex
 	refused := func(err error) {
@@ -98,7 +114,13 @@ func Run(ctx context.Context, srv Servers, p *Plan, logf Logf) (*Result, error) 
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
+	if p.HasRestarts() {
+		if err := e.reopen(ctx); err != nil {
+			return nil, fmt.Errorf("reconnect after the restarts: %w", err)
+		}
+	}
 	out, err := runFerry(ctx, srv.Ferry, 5*time.Minute, append([]string{"run", "--catch-up"}, e.runArgs(p, e.roleURL, srv.CH)...)...)
+	res.logs += "\n--- ferry run --catch-up ---\n" + out
 	if err != nil {
 		res.Disagreements = append(res.Disagreements, fmt.Sprintf("ferry run --catch-up failed: %v\n%s", err, tail(out, 15)))
 		res.Elapsed = time.Since(start)
@@ -167,8 +189,13 @@ func (e *env) stream(ctx context.Context, p *Plan, res *Result, refused func(err
 		}(s)
 	}
 	go func() { wg.Wait(); close(done) }()
-	res.Faults += sup.faults(ctx, p.Faults, t0, done, pgp, chp)
+	others, restarts := splitFaults(p.Faults)
+	rs := startRestarter(ctx, e, sup, chp, restarts, t0, done, logf)
+	res.Faults += sup.faults(ctx, others, t0, done, pgp, chp)
 	<-done
+	res.Faults += rs.wait()
+	res.Restarts, res.RestartsInPhase = rs.counts()
+	res.Events = append(res.Events, rs.events()...)
 	res.Ops += int(ops.Load())
 	pgp.Reset()
 	chp.Reset()
@@ -176,16 +203,17 @@ func (e *env) stream(ctx context.Context, p *Plan, res *Result, refused func(err
 	// that SIGTERM's flush path is the one that ends the stream.
 	time.Sleep(time.Second)
 	res.Events = append(res.Events, sup.stop()...)
+	res.logs = strings.Join(append(sup.outs, sup.p.out.String()), "\n--- the next ferry run ---\n")
 	return nil
 }
 
 // session runs session s's operations in order, with small pauses.
 func (e *env) session(ctx context.Context, p *Plan, s int, refused func(error)) (n int) {
-	conn, err := pgx.Connect(ctx, e.roleURL)
+	conn, err := connectRetry(ctx, e.roleURL, 3*time.Minute)
 	if err != nil {
 		return 0
 	}
-	defer conn.Close(ctx)
+	defer func() { conn.Close(ctx) }()
 	// Lock waits between sessions end in a deadlock error, not a hang.
 	_, _ = conn.Exec(ctx, "SET lock_timeout = '10s'")
 	r := rand.New(rand.NewPCG(p.Seed, p.Round*1000+uint64(s)))
@@ -196,6 +224,11 @@ func (e *env) session(ctx context.Context, p *Plan, s int, refused func(error)) 
 		n++
 		if err := runOp(ctx, conn, o); err != nil {
 			refused(err)
+			c := reconnectAfter(ctx, conn, e.roleURL)
+			if c == nil {
+				return n
+			}
+			conn = c
 		}
 		time.Sleep(time.Duration(r.IntN(40)) * time.Millisecond)
 	}
@@ -245,6 +278,9 @@ func (s *supervisor) start() error {
 		return err
 	}
 	s.mu.Lock()
+	if s.p != nil {
+		s.outs = append(s.outs, s.p.out.String())
+	}
 	s.p = p
 	s.mu.Unlock()
 	return nil
@@ -260,7 +296,6 @@ func (s *supervisor) checkExit() {
 	}
 	ev := fmt.Sprintf("ferry exited on its own (%v): %s", p.err, tail(p.out.String(), 3))
 	s.events = append(s.events, ev)
-	s.outs = append(s.outs, p.out.String())
 	if len(s.events) > 20 {
 		return
 	}

@@ -85,7 +85,8 @@ func (p *Plan) without(lo, hi int) *Plan {
 	}
 	c.Faults = nil
 	for _, f := range p.Faults {
-		if keep() {
+		// Restart faults are kept, and take no index (OpCount).
+		if restartKinds[f.Kind] != "" || keep() {
 			c.Faults = append(c.Faults, f)
 		}
 	}
@@ -103,6 +104,7 @@ func Save(dir string, p, shrunk *Plan, res *Result) (string, error) {
 	files := map[string]string{
 		"plan.sql":     p.Script(),
 		"findings.txt": strings.Join(res.Disagreements, "\n\n") + "\n\nevents:\n" + strings.Join(res.Events, "\n") + "\n",
+		"ferry.log":    res.logs,
 	}
 	if shrunk != nil {
 		files["shrunk.sql"] = shrunk.Script()

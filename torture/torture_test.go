@@ -28,6 +28,7 @@ var (
 	avoidFlag    = flag.String("torture.avoid", "partition-truncate,partition-ddl", "known ferry bugs and by-design stops (torture.Known) the generator steers clear of; empty: none (the fixed bugs are generated again, as regressions)")
 	sizeFlag     = flag.String("torture.size", "long", "size of the round -torture.round runs: ci or long (as the mode that found it)")
 	roundFlag    = flag.Int("torture.round", -1, "run only this round of -torture.seed (a reproduction)")
+	restartsFlag = flag.Int("torture.restarts", 2, "one long round in this many restarts servers, on a PostgreSQL and a ClickHouse of the run's own (needs root); 0: none")
 )
 
 // ciSeeds are the fixed rounds of the short mode: each is a full round
@@ -44,12 +45,20 @@ var ciSeeds = []uint64{1, 3, 7, 9}
 // decoding error, which is not ferry's.
 var regressions = [][2]uint64{{771526, 14}}
 
+// ciRestarts are the short mode's rounds with server restarts (ciSize
+// plus restarts), on private servers, one a leg to keep the mode short:
+// seed 38 round 0 crashes PostgreSQL during the initial copy (its role
+// commits asynchronously) and kills, then stops, ClickHouse during
+// rebuilds.
+var ciRestarts = [][2]uint64{{38, 0}}
+
 func TestTorture(t *testing.T) {
 	servers := chServers(t)
 	// An interrupt ends the round early but still drops its databases.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rn := &runner{t: t, ctx: ctx}
+	rn := &runner{t: t, ctx: ctx, short: *durationFlag == 0 && *roundFlag < 0}
+	defer rn.closePrivate()
 	run := rn.run
 	switch {
 	case *roundFlag >= 0:
@@ -57,6 +66,8 @@ func TestTorture(t *testing.T) {
 			sz := longSize
 			if *sizeFlag == "ci" {
 				sz = ciSize
+			} else if *sizeFlag == "ci-restart" {
+				sz = ciRestartSize
 			}
 			run(srv, *seedFlag, uint64(*roundFlag), sz, *sizeFlag)
 		}
@@ -66,7 +77,10 @@ func TestTorture(t *testing.T) {
 				run(srv, seed, 0, ciSize, "ci")
 			}
 			for _, r := range regressions {
-				run(srv, r[0], r[1], longSize, "long")
+				run(srv, r[0], r[1], withoutRestarts(longSize), "long")
+			}
+			for _, r := range ciRestarts {
+				run(srv, r[0], r[1], ciRestartSize, "ci-restart")
 			}
 		}
 	default:
@@ -87,9 +101,11 @@ func TestTorture(t *testing.T) {
 
 // runner runs rounds and keeps the run's table.
 type runner struct {
-	t   *testing.T
-	ctx context.Context
-	tab table
+	t       *testing.T
+	ctx     context.Context
+	tab     table
+	short   bool                        // the CI set: a round that cannot get private servers is skipped
+	private map[string]*torture.Private // by ClickHouse leg, started at the first round that restarts
 }
 
 // run runs one round; a failing one is shrunk, saved and reported.
@@ -103,7 +119,21 @@ func (rn *runner) run(srv torture.Servers, seed, round uint64, sz torture.Size, 
 			t.Fatalf("-torture.avoid: %q is not one of %v", k, torture.Known)
 		}
 	}
+	if sz.RestartEvery > 1 || *restartsFlag <= 0 {
+		sz.RestartEvery = max(*restartsFlag, 0) // the CI set's restart rounds always restart
+	}
 	p := torture.NewPlan(seed, round, srv.Legacy, sz)
+	if p.HasRestarts() {
+		pv, err := rn.privateFor(srv)
+		if err != nil && rn.short {
+			t.Logf("%s seed %d round %d restarts servers and is skipped: %v", name(srv), seed, round, err)
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s seed %d round %d restarts servers: %v (-torture.restarts=0 runs without restarts)", name(srv), seed, round, err)
+		}
+		srv.Private = pv
+	}
 	t.Logf("%s seed %d round %d: %d tables, %d sessions, %d ops, %d faults, setup %v, streaming %s",
 		name(srv), seed, round, countTables(p), p.Sessions, len(p.Preload)+len(p.Workload), len(p.Faults), p.Setup, p.Streaming)
 	res, err := torture.Run(ctx, srv, p, t.Logf)
@@ -137,6 +167,9 @@ func (rn *runner) run(srv torture.Servers, seed, round uint64, sz torture.Size, 
 	}
 	repro := fmt.Sprintf("go test ./torture -run TestTorture -torture.seed %d -torture.round %d -torture.ch %s -torture.size %s -torture.avoid '%s'",
 		seed, round, name(srv), size, *avoidFlag)
+	if p.HasRestarts() {
+		repro += fmt.Sprintf(" -torture.restarts %d", max(sz.RestartEvery, 1))
+	}
 	rn.tab.fail(fmt.Sprintf("seed %d round %d on %s: %s\n    reproduction: %s (plan in %s)", seed, round, name(srv),
 		strings.Join(res.Disagreements, "\n    "), repro, dir))
 	t.Errorf("seed %d round %d on %s disagrees:\n%s\nreproduction: %s; plan saved in %s", seed, round, name(srv),
@@ -144,9 +177,45 @@ func (rn *runner) run(srv torture.Servers, seed, round uint64, sz torture.Size, 
 }
 
 var (
-	ciSize   = torture.Size{Tables: 4, Preload: 5, Workload: 60, Faults: 3, Span: 8 * time.Second}
-	longSize = torture.Size{Tables: 6, Preload: 10, Workload: 200, Faults: 6, Span: 25 * time.Second}
+	ciSize        = torture.Size{Tables: 4, Preload: 5, Workload: 60, Faults: 3, Span: 8 * time.Second}
+	ciRestartSize = torture.Size{Tables: 4, Preload: 5, Workload: 60, Faults: 3, Span: 8 * time.Second, Restarts: 3, RestartEvery: 1}
+	longSize      = torture.Size{Tables: 6, Preload: 10, Workload: 200, Faults: 6, Span: 25 * time.Second, Restarts: 4, RestartEvery: 2}
 )
+
+func withoutRestarts(sz torture.Size) torture.Size {
+	sz.Restarts, sz.RestartEvery = 0, 0
+	return sz
+}
+
+// privateFor is the run's private servers for srv's ClickHouse leg: 18.16
+// from Debian on the legacy one, the libchdb-hosted 26.7 of .stack/env on
+// the modern one.
+func (rn *runner) privateFor(srv torture.Servers) (*torture.Private, error) {
+	if pv := rn.private[name(srv)]; pv != nil {
+		return pv, nil
+	}
+	var chdb *torture.CHDB
+	if !srv.Legacy {
+		chdb = &torture.CHDB{Lib: os.Getenv("FERRY_CHDB_LIB"), Launcher: os.Getenv("FERRY_CHDB_LAUNCHER"), Shield: os.Getenv("FERRY_CHDB_SHIELD")}
+	}
+	start := time.Now()
+	pv, err := torture.StartPrivate(chdb)
+	if err != nil {
+		return nil, err
+	}
+	rn.t.Logf("%s: private PostgreSQL and ClickHouse for the restart rounds up in %s", name(srv), time.Since(start).Round(time.Millisecond))
+	if rn.private == nil {
+		rn.private = map[string]*torture.Private{}
+	}
+	rn.private[name(srv)] = pv
+	return pv, nil
+}
+
+func (rn *runner) closePrivate() {
+	for _, pv := range rn.private {
+		pv.Close()
+	}
+}
 
 func countTables(p *torture.Plan) int {
 	n := 0

@@ -39,6 +39,9 @@ func (e *env) validate(ctx context.Context, p *Plan, res *Result) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", t, err)
 		}
+		if err := e.replayCheck(ctx, t, res); err != nil {
+			return fmt.Errorf("%s: %w", t, err)
+		}
 		res.Tables++
 		res.RowsChecked += n
 		if len(diffs) > 0 {

@@ -31,6 +31,18 @@ func (b *Buffer) String() string {
 	return b.b.String()
 }
 
+// From returns what was written from byte off on, and the length so far:
+// a reader that polls the output copies only what is new.
+func (b *Buffer) From(off int) (string, int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.b.Len()
+	if off >= n {
+		return "", n
+	}
+	return string(b.b.Bytes()[off:]), n
+}
+
 // BuildFerry compiles the ferry command into the test's temporary
 // directory and returns the binary's path. The build cache makes every
 // build after the first a link.
