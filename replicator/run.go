@@ -133,7 +133,11 @@ func (r *Replicator) run(ctx context.Context) error {
 		return err
 	}
 	if !copied {
-		later = union(empty, later)
+		unstored, err := r.replaceUnstored(ctx, rels, stored, empty)
+		if err != nil {
+			return err
+		}
+		later = union(union(empty, later), unstored)
 	}
 	if err := r.copyMissing(ctx, conn, later); err != nil {
 		return err
