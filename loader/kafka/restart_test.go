@@ -116,7 +116,20 @@ func TestTableJoinsPublicationWhileStopped(t *testing.T) {
 	// The update leaves v, TOASTed, unchanged: its value is the copy's.
 	e.exec(`ALTER PUBLICATION ferry ADD TABLE b`, `UPDATE b SET id = id + 1000 WHERE id <= 5`, `INSERT INTO a VALUES (2, 'a')`)
 	e.publish(slot, 2)
+	onB := func() int {
+		n := 0
+		for _, r := range readTopics(t, e.brokers, "it") {
+			if r.topic == "it.public.b" {
+				n++
+			}
+		}
+		return n
+	}
+	published := onB()
 	e.publish(slot, 2) // a restart with nothing new copies nothing again
+	if again := onB(); again != published {
+		t.Errorf("a restart with nothing new published %d messages on b's topic", again-published)
+	}
 
 	sink := e.chSink("_kafka")
 	if err := e.load(sink, "join-loader", 0); err != nil {
