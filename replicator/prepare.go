@@ -57,21 +57,18 @@ func (r *Replicator) prepare(ctx context.Context, rels []*relation) ([]*relation
 	return empty, r.sink.Prepare(ctx, tms)
 }
 
-// replaceUnstored returns, on a resume, the tables the slot keeps no state
-// of: they joined the publication while ferry was stopped (or before the
+// unstored returns, on a resume, the tables the slot keeps no state of:
+// they joined the publication while ferry was stopped (or before the
 // stream reached them), or ferry stopped in the middle of the copy that
-// joined them, before it stored their state. Neither the stream nor a
-// ClickHouse table that exists tells that such a table was ever copied
-// whole (the Kafka sink reports every table present), so each is copied
-// again; a destination table prepare did not find empty is replaced first,
-// as it may hold part of a copy.
-func (r *Replicator) replaceUnstored(ctx context.Context, rels []*relation, stored map[uint32]catalogTable, empty []*relation) ([]*relation, error) {
+// joined them, or after the initial copy and before it stored their
+// states. Neither the stream nor a destination table that exists tells
+// that such a table was ever copied whole (the Kafka sink reports every
+// table present), so each is copied again; the copy empties the
+// destination table first, as every copy does.
+func (r *Replicator) unstored(rels []*relation, stored map[uint32]catalogTable, empty []*relation) []*relation {
 	if _, ok := r.sink.(loader.TableStateStore); !ok || stored == nil {
-		return nil, nil
+		return nil
 	}
-	ev, canReplace := r.sink.(interface {
-		Replace(ctx context.Context, tm *schema.TableMap) error
-	})
 	var out []*relation
 	for _, rel := range rels {
 		if _, ok := stored[rel.ref.OID]; ok || slices.Contains(empty, rel) {
@@ -79,14 +76,9 @@ func (r *Replicator) replaceUnstored(ctx context.Context, rels []*relation, stor
 		}
 		r.log.Info("the slot has no state of this table (it joined the publication while ferry was stopped, or its copy was cut short): copying it",
 			zap.Stringer("table", rel.ref), zap.String("clickhouse_table", rel.tm.Name))
-		if canReplace {
-			if err := ev.Replace(ctx, rel.tm); err != nil {
-				return nil, err
-			}
-		}
 		out = append(out, rel)
 	}
-	return out, nil
+	return out
 }
 
 // copyMissing copies, on a restart, the tables prepare found without rows,

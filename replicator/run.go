@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -133,11 +134,7 @@ func (r *Replicator) run(ctx context.Context) error {
 		return err
 	}
 	if !copied {
-		unstored, err := r.replaceUnstored(ctx, rels, stored, empty)
-		if err != nil {
-			return err
-		}
-		later = union(union(empty, later), unstored)
+		later = union(union(empty, later), r.unstored(rels, stored, empty))
 	}
 	if err := r.copyMissing(ctx, conn, later); err != nil {
 		return err
@@ -247,6 +244,13 @@ func (r *Replicator) initialCopy(ctx context.Context, conn *pgx.Conn, rels []*re
 		// the table's copy still to make, however far the stream got.
 		rel.doc.Copying = true
 		if err == nil {
+			err = r.saveState(ctx, rel)
+		}
+	}
+	// The copied tables' states go before the copy counts as done: a
+	// resume takes a table without a state for one never copied.
+	for _, rel := range rels {
+		if err == nil && !slices.Contains(deferred, rel) {
 			err = r.saveState(ctx, rel)
 		}
 	}
