@@ -31,7 +31,9 @@ type Plan struct {
 	Preload     []op // before ferry's first start: what the initial copy reads
 	Workload    []op // concurrent, by session, while ferry runs
 	Faults      []fault
-	AsyncCommit bool // the role commits with synchronous_commit = off (restart rounds only)
+	// StrictReplays: see Size.
+	StrictReplays bool
+	AsyncCommit   bool // the role commits with synchronous_commit = off (restart rounds only)
 }
 
 // Size is how big a round is.
@@ -47,6 +49,10 @@ type Size struct {
 	// Restarts is the most restart faults a round has (one round in
 	// RestartEvery has them); 0: none. They run on private servers.
 	Restarts, RestartEvery int
+	// StrictReplays makes two stored rows of one key and version that
+	// differ a disagreement; otherwise an event (FINAL shows the later
+	// write, so the fingerprint may still agree).
+	StrictReplays bool
 }
 
 // Known are the bugs Size.Avoid may name.
@@ -116,6 +122,7 @@ func NewPlan(seed, round uint64, legacy bool, sz Size) *Plan {
 	}
 	sort.Slice(p.Faults, func(i, j int) bool { return p.Faults[i].At < p.Faults[j].At })
 	addRestarts(p, g, sz)
+	p.StrictReplays = sz.StrictReplays
 	return p
 }
 

@@ -15,7 +15,7 @@ import (
 // any value are a disagreement: FINAL would then show whichever the merge
 // kept, so a replay was not the same write. The check is independent of
 // the fingerprint, which reads through FINAL.
-func (e *env) replayCheck(ctx context.Context, t string, res *Result) error {
+func (e *env) replayCheck(ctx context.Context, t string, strict bool, res *Result) error {
 	rows, err := e.ch.Query(ctx, "SELECT name, is_in_sorting_key FROM system.columns WHERE database = ? AND table = ?", e.name, t)
 	if err != nil {
 		return err
@@ -57,8 +57,13 @@ func (e *env) replayCheck(ctx context.Context, t string, res *Result) error {
 	}
 	res.Replayed += replayed
 	if conflicting > 0 {
-		res.Disagreements = append(res.Disagreements, fmt.Sprintf("table %s: %d keys have two stored rows of one version that differ (a replayed write was not the same write)%s",
-			t, conflicting, e.replayDiffers(ctx, from, group, vals)))
+		msg := fmt.Sprintf("table %s: %d keys have two stored rows of one version that differ (a replayed write was not the same write)%s",
+			t, conflicting, e.replayDiffers(ctx, from, group, vals))
+		if strict {
+			res.Disagreements = append(res.Disagreements, msg)
+		} else {
+			res.Events = append(res.Events, msg)
+		}
 	}
 	return nil
 }

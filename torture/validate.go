@@ -39,7 +39,7 @@ func (e *env) validate(ctx context.Context, p *Plan, res *Result) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", t, err)
 		}
-		if err := e.replayCheck(ctx, t, res); err != nil {
+		if err := e.replayCheck(ctx, t, p.StrictReplays, res); err != nil {
 			return fmt.Errorf("%s: %w", t, err)
 		}
 		res.Tables++
