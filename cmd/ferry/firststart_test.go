@@ -205,11 +205,7 @@ func TestLostConnectionRetriedThenGivenUp(t *testing.T) {
 // chDatabaseExists asks ClickHouse whether database name exists.
 func (e *opsEnv) chDatabaseExists(name string) bool {
 	e.t.Helper()
-	opts, err := ch.ParseDSN(e.chURL)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	conn, err := ch.Open(opts)
+	conn, err := e.chConn()
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ferry-cdc/ferry/internal/testkit"
@@ -212,12 +213,17 @@ func cleanEnv() []string {
 	return env
 }
 
-func (e *opsEnv) chExec(q string) error {
+// chConn opens a connection to the env's ClickHouse; the caller closes it.
+func (e *opsEnv) chConn() (driver.Conn, error) {
 	opts, err := ch.ParseDSN(e.chURL)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	conn, err := ch.Open(opts)
+	return ch.Open(opts)
+}
+
+func (e *opsEnv) chExec(q string) error {
+	conn, err := e.chConn()
 	if err != nil {
 		return err
 	}

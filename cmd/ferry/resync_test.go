@@ -9,18 +9,12 @@ import (
 	"testing"
 	"time"
 
-	ch "github.com/ClickHouse/clickhouse-go/v2"
-
 	"github.com/ferry-cdc/ferry/internal/testkit"
 )
 
 // chTry runs a ClickHouse query that returns one String.
 func (e *opsEnv) chTry(q string) (string, error) {
-	opts, err := ch.ParseDSN(e.chURL)
-	if err != nil {
-		return "", err
-	}
-	conn, err := ch.Open(opts)
+	conn, err := e.chConn()
 	if err != nil {
 		return "", err
 	}
@@ -54,11 +48,7 @@ func (e *opsEnv) live(table string) string {
 // batch: ClickHouse 18.16 takes no VALUES in a native-protocol INSERT).
 func (e *opsEnv) chPut(table string, id int64, v string, version uint64) {
 	e.t.Helper()
-	opts, err := ch.ParseDSN(e.chURL)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	conn, err := ch.Open(opts)
+	conn, err := e.chConn()
 	if err != nil {
 		e.t.Fatal(err)
 	}
