@@ -58,11 +58,11 @@ func (s *stream) commit(ctx context.Context, m *pglogrepl.CommitMessage) error {
 	s.inTx = false
 	s.lastEnd = m.TransactionEndLSN
 	s.lastCommitTime = m.CommitTime
-	if s.cfg.CatchUp && s.lastEnd >= s.target {
+	if s.cfg.CatchUp && s.lastEnd >= s.catchUpTo() {
 		if err := s.flush(ctx); err != nil {
 			return err
 		}
-		if s.acked >= s.target {
+		if s.acked >= s.catchUpTo() {
 			return errCaughtUp
 		}
 	}

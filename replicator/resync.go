@@ -29,6 +29,10 @@ const resyncPrefix = "ferry.resync"
 type resyncRequest struct {
 	Tables []resyncTable `json:"tables"`
 	At     time.Time     `json:"at"`
+	// Stale: ferry's own request, written after a copy that found the
+	// table changed since the stream's point (see recheckStale): the table
+	// is rebuilt only if it is still stale from a copy before the message.
+	Stale bool `json:"stale,omitempty"`
 }
 
 type resyncTable struct {
@@ -151,6 +155,9 @@ func (s *stream) resync(ctx context.Context, req resyncRequest, version uint64) 
 			s.log.Warn("resync asked for a table ferry does not replicate (any more): nothing to copy", zap.String("table", t.Name))
 			continue
 		}
+		if req.Stale && (!rel.stale || rel.copied == nil || rel.copied.End > version) {
+			continue // brought up to date by the stream since, or stale from a later copy, whose own request follows
+		}
 		conn, err := s.pg(ctx)
 		if err != nil {
 			return err
@@ -167,13 +174,23 @@ func (s *stream) resync(ctx context.Context, req resyncRequest, version uint64) 
 			CanRebuild(*schema.TableMap) error
 		}); ok {
 			if err := c.CanRebuild(rel.tm); err != nil {
+				if req.Stale {
+					return fmt.Errorf("table %s holds empty values in ClickHouse for columns changed in PostgreSQL without a row change since, "+
+						"and only a rebuild can fill them, which the destination refuses (%v): run ferry setup so that DDL capture brings schema changes in stream order, "+
+						"then drop the ClickHouse table %s and start ferry again to copy it", rel.ref, err, rel.tm.Name)
+				}
 				// Not a reason to stop the stream: the table stays as it is.
 				s.log.Error("resync refused: the table stays as it is", zap.Stringer("table", rel.ref), zap.Error(err))
 				continue
 			}
 		}
-		s.log.Info("resync: copying the table afresh into a shadow table, to swap it in", zap.Stringer("table", rel.ref),
-			zap.String("clickhouse_table", rel.tm.Name), zap.Time("asked_at", req.At))
+		if req.Stale {
+			s.log.Warn("the table's columns changed in PostgreSQL after the point the stream was at when it was copied, and no row change since "+
+				"has brought the new shape (DDL capture is not installed): rebuilding it as the catalog describes it", zap.Stringer("table", rel.ref))
+		} else {
+			s.log.Info("resync: copying the table afresh into a shadow table, to swap it in", zap.Stringer("table", rel.ref),
+				zap.String("clickhouse_table", rel.tm.Name), zap.Time("asked_at", req.At))
+		}
 		s.observe(rel, "resync")
 		start := time.Now()
 		if err := s.evolveTo(ctx, rel, d, true, version, true); err != nil {
@@ -181,5 +198,29 @@ func (s *stream) resync(ctx context.Context, req resyncRequest, version uint64) 
 		}
 		s.log.Info("resync done", zap.Stringer("table", rel.ref), zap.Duration("took", time.Since(start)))
 	}
+	return nil
+}
+
+// recheckStale writes, after a copy that left rel stale, ferry's own
+// resync request for it into the WAL. A stale copy read columns that the
+// stream does not describe yet: a change committed before the copy's
+// snapshot, which the stream brings with the table's next row change (a
+// Relation message) or, with DDL capture, as a ferry.ddl message. Without
+// DDL capture a change that no row change follows (ALTER COLUMN TYPE, ADD
+// COLUMN on an idle table) would never reach the stream, and the copied
+// rows would keep empty values for ever while the slot is confirmed past
+// it. When the stream meets the request, every change before the copy has
+// been met; if the table is still stale, it is rebuilt from the catalog.
+// A catch-up run streams at least to the request.
+func (r *Replicator) recheckStale(ctx context.Context, conn *pgx.Conn, rel *relation) error {
+	doc, err := json.Marshal(resyncRequest{Tables: []resyncTable{{OID: rel.ref.OID, Name: rel.ref.String()}}, At: time.Now().UTC(), Stale: true})
+	if err != nil {
+		return err
+	}
+	var at pglogrepl.LSN
+	if err := conn.QueryRow(ctx, `SELECT pg_logical_emit_message(true, $1, $2)::text`, resyncPrefix, string(doc)).Scan(lsnScanner{&at}); err != nil {
+		return fmt.Errorf("copy of %s: write the request to check the table's shape again into the WAL: %w", rel.ref, err)
+	}
+	r.recheckTo = max(r.recheckTo, at)
 	return nil
 }

@@ -36,6 +36,9 @@ type Replicator struct {
 	// connected: a cycle reached PostgreSQL once. Until then a failure to
 	// connect ends Run instead of being retried.
 	connected bool
+	// recheckTo is the WAL position of the last request a stale copy wrote
+	// (see recheckStale): a catch-up run streams at least to it.
+	recheckTo pglogrepl.LSN
 }
 
 var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
@@ -308,7 +311,7 @@ func (r *Replicator) stream(ctx context.Context, rels []*relation, start, target
 		return err
 	}
 	r.log.Info("streaming", zap.String("slot", r.cfg.Slot), zap.Stringer("from", start), zap.Bool("catch_up", r.cfg.CatchUp))
-	if r.cfg.CatchUp && start >= target {
+	if r.cfg.CatchUp && start >= s.catchUpTo() {
 		return nil
 	}
 	return s.loop(ctx)
@@ -350,3 +353,9 @@ func serverMajor(conn *pgconn.PgConn) int {
 type lsnScanner struct{ lsn *pglogrepl.LSN }
 
 func (s lsnScanner) Scan(src any) error { return s.lsn.Scan(src) }
+
+// catchUpTo is where a catch-up run ends: the WAL position when it began,
+// or a later request of a stale copy's (see recheckStale).
+func (s *stream) catchUpTo() pglogrepl.LSN {
+	return max(s.target, s.rep.recheckTo)
+}

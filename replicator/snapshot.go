@@ -134,7 +134,13 @@ func (r *Replicator) copyFresh(ctx context.Context, rel *relation, target *schem
 	if !rel.stale {
 		rel.shapedAt = max(rel.shapedAt, cut.End) // the table's shape as of the snapshot
 	}
-	return tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	if rel.stale {
+		return r.recheckStale(ctx, conn, rel)
+	}
+	return nil
 }
 
 // source says which of the stream's columns a copy reads from the

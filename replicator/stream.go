@@ -220,11 +220,11 @@ func (s *stream) keepalive(ctx context.Context, ka pglogrepl.PrimaryKeepaliveMes
 		s.lastCommitTime = time.Time{}
 		moved = true
 	}
-	if s.cfg.CatchUp && !s.inTx && s.lastEnd >= s.target {
+	if s.cfg.CatchUp && !s.inTx && s.lastEnd >= s.catchUpTo() {
 		if err := s.flush(ctx); err != nil {
 			return err
 		}
-		if s.acked >= s.target {
+		if s.acked >= s.catchUpTo() {
 			return errCaughtUp
 		}
 	}
