@@ -3,6 +3,8 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -79,10 +81,14 @@ func (s *Sink) SwapTable(ctx context.Context, target, shadow *schema.TableMap) e
 	if s.cluster != "" {
 		return s.errClusterRebuild("rebuild table", target)
 	}
-	old := target.Name + "__ferry_old"
-	if err := s.exec(ctx, "DROP TABLE IF EXISTS "+s.table(old), "drop table "+s.table(old)); err != nil {
+	if err := s.dropOldTables(ctx, target.Name); err != nil {
 		return err
 	}
+	// A name of its own for each swap: a server killed while it dropped
+	// an old table (18.16, an Ordinary database) may leave its data
+	// directory behind with no table, and a RENAME to that name then fails
+	// for ever ("target path already exists").
+	old := oldTablePrefix(target.Name) + strconv.FormatInt(time.Now().UnixNano(), 36)
 	exists, err := s.Exists(ctx, target)
 	if err != nil {
 		return err
@@ -116,6 +122,40 @@ func (s *Sink) SwapTable(ctx context.Context, target, shadow *schema.TableMap) e
 		}
 	}
 	return s.syncView(ctx, swappedIn(target, shadow))
+}
+
+// oldTablePrefix begins the name a swap gives the table it replaces, until
+// it drops it.
+func oldTablePrefix(table string) string { return table + "__ferry_old" }
+
+// dropOldTables drops the replaced tables that earlier swaps of table did
+// not drop (the process or the server ended in between).
+func (s *Sink) dropOldTables(ctx context.Context, table string) error {
+	q := "SELECT name FROM system.tables WHERE database = " + schema.QuoteCHString(s.db) +
+		" AND startsWith(name, " + schema.QuoteCHString(oldTablePrefix(table)) + ")"
+	rows, err := s.conn.Query(ctx, q)
+	if err != nil {
+		return s.red.wrap(err, "clickhouse: list the tables earlier rebuilds of %s left", s.table(table))
+	}
+	var names []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return s.red.wrap(err, "clickhouse: list the tables earlier rebuilds of %s left", s.table(table))
+		}
+		names = append(names, name)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return s.red.wrap(err, "clickhouse: list the tables earlier rebuilds of %s left", s.table(table))
+	}
+	for _, name := range names {
+		if err := s.exec(ctx, "DROP TABLE IF EXISTS "+s.table(name), "drop table "+s.table(name)+", which an earlier rebuild left"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // swappedIn is the mapping of target's table once shadow took its place.
