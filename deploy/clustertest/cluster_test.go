@@ -2,12 +2,15 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/ferry-cdc/ferry/internal/testkit"
 )
@@ -260,5 +263,21 @@ func syncReplica(n *chNode, db string) error {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	return conn.Exec(ctx, fmt.Sprintf("SYSTEM SYNC REPLICA `%s`.`items_local`", db))
+	// A replica restarted a moment ago may not show the table yet: a
+	// CREATE ... ON CLUSTER it missed while down comes from the
+	// distributed DDL queue, and 18.16 may take the replica's ZooKeeper
+	// node of before the kill for a live one for a while. The wait is for
+	// a hang, not for speed.
+	for {
+		err := conn.Exec(ctx, fmt.Sprintf("SYSTEM SYNC REPLICA `%s`.`items_local`", db))
+		var ex *ch.Exception
+		if err == nil || !errors.As(err, &ex) || ex.Code != 60 || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
 }
