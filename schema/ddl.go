@@ -40,17 +40,27 @@ func (m *TableMap) engine() string {
 	return "ReplacingMergeTree(" + QuoteCH(VersionColumn) + ")"
 }
 
-// orderBy lists the quoted sorting key columns.
-func (m *TableMap) orderBy() []string {
+// OrderByColumns lists, unquoted, the columns of the sorting key ferry
+// gives the table: ReplacingMergeTree keeps one row per value of it.
+func (m *TableMap) OrderByColumns() []string {
 	switch {
 	case m.Source.AppendOnly:
-		return []string{QuoteCH(VersionColumn), QuoteCH(SeqColumn)}
+		return []string{VersionColumn, SeqColumn}
 	case m.Source.FullRow:
-		return []string{QuoteCH(RowKeyColumn)}
+		return []string{RowKeyColumn}
 	}
 	cols := make([]string, 0, len(m.Key))
 	for _, i := range m.Key {
-		cols = append(cols, QuoteCH(m.Columns[i].Name))
+		cols = append(cols, m.Columns[i].Name)
+	}
+	return cols
+}
+
+// orderBy lists the quoted sorting key columns.
+func (m *TableMap) orderBy() []string {
+	cols := m.OrderByColumns()
+	for i, c := range cols {
+		cols[i] = QuoteCH(c)
 	}
 	return cols
 }

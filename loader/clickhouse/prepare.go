@@ -37,6 +37,9 @@ func (s *Sink) prepareTable(ctx context.Context, tm *schema.TableMap) error {
 		if err := checkColumns(s.db, tm, have); err != nil {
 			return err
 		}
+		if err := s.checkShapeOf(ctx, tm); err != nil {
+			return err
+		}
 		return s.makeDurable(ctx, tm.Name)
 	}
 	if s.cluster == "" {
