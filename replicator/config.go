@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/ferry-cdc/ferry/schema"
 )
 
 // Config says what to replicate and how. The zero value of every field but
@@ -39,6 +41,10 @@ type Config struct {
 	// table: the publication's row filter and the copies' condition.
 	// PostgreSQL 15 and later. Default none.
 	RowFilters []string
+	// Shapes are, by "schema.table", the layouts of ClickHouse tables
+	// ferry makes (ORDER BY, PARTITION BY, TTL, settings, codecs). Default
+	// ferry's own.
+	Shapes map[string]schema.Shape
 	// CatchUp makes Run return nil once every transaction committed before
 	// it started is stored. Default false: stream until ctx is done.
 	CatchUp bool

@@ -141,6 +141,9 @@ func (s *stream) evolveTo(ctx context.Context, rel *relation, d described, byAtt
 	if err != nil {
 		return err
 	}
+	if err := s.rep.shape(tm, rel.ref); err != nil {
+		return err
+	}
 	if err := s.flush(ctx); err != nil {
 		return err
 	}

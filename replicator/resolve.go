@@ -51,6 +51,9 @@ func (r *Replicator) relations(ctx context.Context, conn *pgx.Conn, refs []table
 			return nil, err
 		}
 	}
+	if err := r.shapesNamed(refs); err != nil {
+		return nil, err
+	}
 	for _, ref := range refs {
 		if err := canSelect(ctx, conn, ref); err != nil {
 			return nil, err
@@ -100,6 +103,9 @@ func (r *Replicator) relations(ctx context.Context, conn *pgx.Conn, refs []table
 		if err != nil {
 			return nil, err
 		}
+		if err := r.shape(tm, ref); err != nil {
+			return nil, err
+		}
 		for _, c := range tm.Columns {
 			if c.Fallback {
 				r.log.Warn("no ClickHouse type for this PostgreSQL type yet: the column is replicated as String in PostgreSQL's text form",
@@ -125,6 +131,26 @@ func (r *Replicator) filtersNamed(refs []tableRef) error {
 		}
 	}
 	return nil
+}
+
+// shapesNamed checks that every table the configuration gives a shape is
+// one ferry replicates.
+func (r *Replicator) shapesNamed(refs []tableRef) error {
+	for name := range r.cfg.Shapes {
+		if !slices.ContainsFunc(refs, func(ref tableRef) bool { return ref.String() == name }) {
+			return fmt.Errorf("the configuration's table-shapes key names table %s, which ferry does not replicate: check the name (schema.table), or add it to --tables", name)
+		}
+	}
+	return nil
+}
+
+// shape gives a table's mapping the shape the configuration asks for.
+func (r *Replicator) shape(tm *schema.TableMap, ref tableRef) error {
+	sh, ok := r.cfg.Shapes[ref.String()]
+	if !ok {
+		return nil
+	}
+	return tm.SetShape(sh, "table-shapes: "+ref.String())
 }
 
 // published returns the table with this OID if one of ferry's

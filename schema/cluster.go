@@ -56,7 +56,11 @@ func (m *TableMap) ClusterDDL(database, cluster string) []string {
 // the columns that identify a row (the key, or ferry's version and seq for
 // append-only tables, or the row key for FullRow ones).
 func (m *TableMap) ShardingKey() string {
-	return "cityHash64(" + strings.Join(m.orderBy(), ", ") + ")"
+	key := m.keyOrder()
+	for i, c := range key {
+		key[i] = QuoteCH(c)
+	}
+	return "cityHash64(" + strings.Join(key, ", ") + ")"
 }
 
 // replicatedEngine is engine() replicated across the shard's servers.

@@ -1,6 +1,9 @@
 package schema
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // CreateTableDDL is the one CREATE TABLE IF NOT EXISTS statement (no
 // trailing semicolon) of the table in the given ClickHouse database: the
@@ -11,7 +14,11 @@ import "strings"
 func (m *TableMap) CreateTableDDL(database string) string {
 	defs := make([]string, 0, len(m.Columns)+4)
 	for _, c := range m.Columns {
-		defs = append(defs, QuoteCH(c.Name)+" "+c.Type)
+		def := QuoteCH(c.Name) + " " + c.Type
+		if codec, ok := m.Shape.Codecs[c.Name]; ok {
+			def += " CODEC(" + codec + ")"
+		}
+		defs = append(defs, def)
 	}
 	defs = append(defs,
 		QuoteCH(VersionColumn)+" UInt64",
@@ -27,7 +34,11 @@ func (m *TableMap) CreateTableDDL(database string) string {
 	b.WriteString("CREATE TABLE IF NOT EXISTS " + QuoteCH(database) + "." + QuoteCH(m.Name) + " (\n    ")
 	b.WriteString(strings.Join(defs, ",\n    "))
 	b.WriteString("\n) ENGINE = " + m.engine() + "\n")
+	if m.Shape.PartitionBy != "" {
+		b.WriteString("PARTITION BY " + m.Shape.PartitionBy + "\n")
+	}
 	b.WriteString("ORDER BY (" + strings.Join(m.orderBy(), ", ") + ")")
+	b.WriteString(m.shapeClauses())
 	return b.String()
 }
 
@@ -40,20 +51,14 @@ func (m *TableMap) engine() string {
 	return "ReplacingMergeTree(" + QuoteCH(VersionColumn) + ")"
 }
 
-// OrderByColumns lists, unquoted, the columns of the sorting key ferry
-// gives the table: ReplacingMergeTree keeps one row per value of it.
+// OrderByColumns lists, unquoted, the columns of the table's sorting key:
+// the key's (in the shape's order, if it gives one) or ferry's own for
+// tables without a key. ReplacingMergeTree keeps one row per value of it.
 func (m *TableMap) OrderByColumns() []string {
-	switch {
-	case m.Source.AppendOnly:
-		return []string{VersionColumn, SeqColumn}
-	case m.Source.FullRow:
-		return []string{RowKeyColumn}
+	if len(m.Shape.OrderBy) > 0 {
+		return slices.Clone(m.Shape.OrderBy)
 	}
-	cols := make([]string, 0, len(m.Key))
-	for _, i := range m.Key {
-		cols = append(cols, m.Columns[i].Name)
-	}
-	return cols
+	return m.keyOrder()
 }
 
 // orderBy lists the quoted sorting key columns.

@@ -30,6 +30,7 @@ type TableMap struct {
 	Columns []ColumnMap // one per Source.Columns entry, same order
 	Key     []int       // indexes into Columns of the ORDER BY key; empty for append-only tables
 	Caps    Capabilities
+	Shape   Shape // the user's choices of the table's layout (SetShape)
 }
 
 // ColumnMap is one column's ClickHouse side.

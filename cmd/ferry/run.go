@@ -48,6 +48,7 @@ type runCmd struct {
 	BatchAge     time.Duration `name:"batch-age" help:"Flush when the oldest pending row waited this long." default:"300ms" env:"FERRY_BATCH_AGE"`
 	CopyWorkers  int           `name:"copy-workers" help:"Connections the initial copy reads with at once: big tables in page ranges, one INSERT in flight each. 0: min(4, 2 x CPUs)." default:"0" env:"FERRY_COPY_WORKERS"`
 	Streaming    string        `name:"streaming" help:"Receive transactions larger than the server's logical_decoding_work_mem while they run (PostgreSQL 14+), kept in --spill-dir until they commit: on, off, or auto (on where the server supports it)." default:"auto" enum:"auto,on,off" env:"FERRY_STREAMING"`
+	TableShapes  tableShapes   `name:"table-shapes" help:"The layout of ClickHouse tables ferry makes, by schema.table: order_by (the key's columns in another order), partition_by (over key columns), ttl, settings, codecs. A mapping in the config file; YAML text on the command line. Applies when ferry makes the table (first copy, rebuild, ferry resync)." placeholder:"YAML" env:"FERRY_TABLE_SHAPES"`
 	SpillDir     string        `name:"spill-dir" help:"Directory for the changes of streamed transactions waiting for their commit. Default: the system's temporary directory." env:"FERRY_SPILL_DIR"`
 	opsFlags
 	Sink string `help:"Where rows go: clickhouse, or kafka (Debezium envelopes; load them with ferry load --from-kafka)." default:"clickhouse" enum:"clickhouse,kafka" env:"FERRY_SINK"`
@@ -59,6 +60,10 @@ func (c *runCmd) Run(ctx context.Context, log *zap.Logger) error {
 		if c.Nullable != "keep" {
 			return fmt.Errorf("--nullable=%s is for the direct ClickHouse sink: with --sink kafka the events carry NULLs as they are, "+
 				"and ferry load makes the ClickHouse tables (drop --nullable or FERRY_NULLABLE)", c.Nullable)
+		}
+		if len(c.TableShapes) > 0 {
+			return fmt.Errorf("--table-shapes is for the direct ClickHouse sink: with --sink kafka, ferry load makes the ClickHouse tables in ferry's own shape " +
+				"(remove table-shapes from the configuration, or FERRY_TABLE_SHAPES)")
 		}
 		return c.runKafka(ctx, log)
 	}
@@ -123,6 +128,7 @@ func (c *runCmd) replicatorConfig(log *zap.Logger, obs *observer) replicator.Con
 		MaxRetainedWAL: int64(c.MaxRetainedWAL),
 		Streaming:      c.Streaming,
 		SpillDir:       c.SpillDir,
+		Shapes:         c.TableShapes,
 	}
 }
 

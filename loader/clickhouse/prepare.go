@@ -54,6 +54,11 @@ func (s *Sink) prepareTable(ctx context.Context, tm *schema.TableMap) error {
 			}
 		}
 	}
+	if !tm.Shape.IsZero() {
+		if err := s.checkMadeShape(ctx, tm); err != nil {
+			return err
+		}
+	}
 	s.log.Info("created table", zap.String("table", tm.Name), zap.String("source", tm.Source.QualifiedName()))
 	return s.makeDurable(ctx, tm.Name)
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/ferry-cdc/ferry/schema"
 )
 
@@ -34,25 +36,96 @@ func (s *Sink) checkShapeOf(ctx context.Context, tm *schema.TableMap) error {
 // replaced within a partition only. name is the table to look at: the
 // table itself, or on a cluster its local table.
 func (s *Sink) checkShape(ctx context.Context, tm *schema.TableMap, name string) error {
-	var engine, engineFull, sortingKey string
-	err := s.conn.QueryRow(ctx, "SELECT engine, engine_full, sorting_key FROM system.tables WHERE database = "+
-		schema.QuoteCHString(s.db)+" AND name = "+schema.QuoteCHString(name)).Scan(&engine, &engineFull, &sortingKey)
-	if err != nil {
-		return s.red.wrap(err, "clickhouse: read the engine of %s", s.table(name))
-	}
-	partition, err := s.partitionColumns(ctx, name)
+	sh, err := s.readShape(ctx, name)
 	if err != nil {
 		return err
 	}
-	why := shapeProblem(tm, engine, engineFull, sortingKey, partition)
+	why := shapeProblem(tm, sh.engine, sh.engineFull, sh.sortingKey, sh.partition)
 	if why == "" {
+		if differs := shapeDiffers(tm, sh); differs != "" {
+			s.log.Warn("the ClickHouse table was made in another shape than the configuration gives; ferry resync makes it anew in the new one",
+				zap.String("table", s.db+"."+name), zap.String("source", tm.Source.QualifiedName()), zap.String("differs", differs))
+		}
 		return nil
 	}
 	return reject(fmt.Errorf("clickhouse: table %s (for %s) is %s: %s. "+
 		"Drop it to have ferry create and fill it, or create it as ENGINE = ReplacingMergeTree(%s) ORDER BY (%s), "+
 		"with PARTITION BY, if any, over those columns only",
-		s.table(name), tm.Source.QualifiedName(), clip(engineFull, 300), why,
+		s.table(name), tm.Source.QualifiedName(), clip(sh.engineFull, 300), why,
 		schema.QuoteCH(schema.VersionColumn), quoteAll(tm.OrderByColumns())))
+}
+
+// checkMadeShape checks the table ferry has just made in the shape the
+// configuration gives (whose PARTITION BY is an expression ferry does
+// not parse), and drops it when the shape cannot keep the table's rows.
+func (s *Sink) checkMadeShape(ctx context.Context, tm *schema.TableMap) error {
+	name := tm.Name
+	if s.cluster != "" {
+		name = schema.LocalName(tm.Name)
+	}
+	sh, err := s.readShape(ctx, name)
+	if err != nil {
+		return err
+	}
+	why := shapeProblem(tm, sh.engine, sh.engineFull, sh.sortingKey, sh.partition)
+	if why == "" {
+		return nil
+	}
+	for _, n := range []string{tm.Name, schema.LocalName(tm.Name)} {
+		if n == schema.LocalName(tm.Name) && s.cluster == "" {
+			continue
+		}
+		if err := s.exec(ctx, schema.DropTableSQL(s.db, n, s.cluster), "drop table "+s.table(n)); err != nil {
+			return err
+		}
+	}
+	return reject(fmt.Errorf("clickhouse: the shape the configuration gives %s (table-shapes: %s) cannot keep its rows: %s; "+
+		"change its partition_by to an expression of %s only, or remove it",
+		s.table(tm.Name), tm.Source.Schema+"."+tm.Source.Name, why, strings.Join(tm.OrderByColumns(), ", ")))
+}
+
+// tableShape is what system.tables and system.columns say of a table's
+// engine and keys.
+type tableShape struct {
+	engine, engineFull, sortingKey string
+	partition                      []string // the columns the partition key uses
+}
+
+func (s *Sink) readShape(ctx context.Context, name string) (tableShape, error) {
+	var sh tableShape
+	err := s.conn.QueryRow(ctx, "SELECT engine, engine_full, sorting_key FROM system.tables WHERE database = "+
+		schema.QuoteCHString(s.db)+" AND name = "+schema.QuoteCHString(name)).Scan(&sh.engine, &sh.engineFull, &sh.sortingKey)
+	if err != nil {
+		return sh, s.red.wrap(err, "clickhouse: read the engine of %s", s.table(name))
+	}
+	sh.partition, err = s.partitionColumns(ctx, name)
+	return sh, err
+}
+
+// shapeDiffers says how a table that can keep tm's rows differs from the
+// shape tm asks for: another order of the key, or a partition key where
+// there is none or the other way round. "" when it does not (as far as
+// ferry can tell).
+func shapeDiffers(tm *schema.TableMap, sh tableShape) string {
+	var have []string
+	for _, e := range splitTop(sh.sortingKey) {
+		have = append(have, unquoteIdent(e))
+	}
+	var out []string
+	if want := tm.OrderByColumns(); !slices.Equal(have, want) {
+		out = append(out, fmt.Sprintf("ORDER BY (%s), not (%s)", strings.Join(have, ", "), strings.Join(want, ", ")))
+	}
+	if (tm.Shape.PartitionBy != "") != (len(sh.partition) > 0) {
+		out = append(out, "PARTITION BY "+orNone(tm.Shape.PartitionBy)+" is configured")
+	}
+	return strings.Join(out, "; ")
+}
+
+func orNone(e string) string {
+	if e == "" {
+		return "(none)"
+	}
+	return e
 }
 
 // partitionColumns lists the columns the table's partition key uses.
