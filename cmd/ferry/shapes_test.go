@@ -66,6 +66,21 @@ func TestTableShapes(t *testing.T) {
 		t.Errorf("ferry verify: %v\n%s", err, tail(out))
 	}
 
+	// A retype ferry carries out by copying the table again makes the new
+	// table in the same shape.
+	e.exec(`ALTER TABLE orders ALTER COLUMN v TYPE int USING length(v)`, `UPDATE orders SET v = v + 100 WHERE id = 1`)
+	if out, err := e.ferry(e.args("run", "--catch-up", "--metrics-addr", "", "--config", cfg)...); err != nil || !strings.Contains(out, "schema change needs the ClickHouse table rebuilt") {
+		t.Fatalf("ferry run after the retype: %v, want a rebuild\n%s", err, tail(out))
+	}
+	if full, sorting := e.chShape(e.name, "orders"); !strings.Contains(full, "PARTITION BY") || !strings.Contains(full, "index_granularity = 512") || sorting != "id, tenant" {
+		t.Errorf("after the rebuild, engine_full %q, sorting_key %q: the shape is lost", full, sorting)
+	}
+	pgSum = e.pgScalar(`SELECT count(*) || ' ' || sum(v)::text FROM orders`)
+	chSum = e.chScalar("SELECT toString(count()) || ' ' || toString(sum(v)) FROM " + e.name + ".orders FINAL WHERE _ferry_deleted = 0")
+	if pgSum != chSum {
+		t.Errorf("after the rebuild, PostgreSQL holds %s, ClickHouse %s", pgSum, chSum)
+	}
+
 	// Refused: a shape that would lose or double rows, and a table that is
 	// not replicated.
 	for _, c := range []struct{ shape, want string }{
