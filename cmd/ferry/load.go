@@ -30,6 +30,7 @@ type loadCmd struct {
 	BatchAge      time.Duration `name:"batch-age" help:"Write when the oldest pending row waited this long." default:"300ms" env:"FERRY_BATCH_AGE"`
 	FetchMaxBytes int           `name:"kafka-fetch-max-bytes" help:"Most bytes one fetch asks the brokers for; at least ferry run's --kafka-max-message-bytes." default:"16777216" env:"FERRY_KAFKA_FETCH_MAX_BYTES"`
 	MetricsAddr   string        `name:"metrics-addr" help:"Serve /metrics (process metrics), /healthz and /readyz here (beside ferry run's 9187); empty disables." default:"127.0.0.1:9188" env:"FERRY_LOAD_METRICS_ADDR"`
+	TableShapes   tableShapes   `name:"table-shapes" help:"The layout of ClickHouse tables the loader makes, by schema.table, as for ferry run: order_by, partition_by, ttl, settings, codecs." placeholder:"YAML" env:"FERRY_TABLE_SHAPES"`
 }
 
 func (c *loadCmd) Run(ctx context.Context, log *zap.Logger) error {
@@ -48,7 +49,8 @@ func (c *loadCmd) Run(ctx context.Context, log *zap.Logger) error {
 	defer sink.Close()
 	l, err := kafka.NewLoader(kafka.LoadConfig{Client: client, Group: c.Group, CatchUp: c.CatchUp,
 		RetryFor: c.RetryFor, Retryable: clickhouse.IsRetryable,
-		MaxRows: c.BatchRows, MaxBytes: c.BatchBytes, MaxAge: c.BatchAge, FetchMaxBytes: c.FetchMaxBytes}, sink)
+		MaxRows: c.BatchRows, MaxBytes: c.BatchBytes, MaxAge: c.BatchAge, FetchMaxBytes: c.FetchMaxBytes,
+		Shapes: c.TableShapes}, sink)
 	if err != nil {
 		return err
 	}

@@ -62,8 +62,8 @@ func (c *runCmd) Run(ctx context.Context, log *zap.Logger) error {
 				"and ferry load makes the ClickHouse tables (drop --nullable or FERRY_NULLABLE)", c.Nullable)
 		}
 		if len(c.TableShapes) > 0 {
-			return fmt.Errorf("--table-shapes is for the direct ClickHouse sink: with --sink kafka, ferry load makes the ClickHouse tables in ferry's own shape " +
-				"(remove table-shapes from the configuration, or FERRY_TABLE_SHAPES)")
+			return fmt.Errorf("--table-shapes goes to whatever makes the ClickHouse tables: with --sink kafka that is ferry load, so give it there " +
+				"(and remove table-shapes from ferry run's configuration, or FERRY_TABLE_SHAPES)")
 		}
 		return c.runKafka(ctx, log)
 	}

@@ -61,6 +61,27 @@ type LoadConfig struct {
 	// larger batch anyway, alone, since KIP-74). ferry load
 	// --kafka-fetch-max-bytes.
 	FetchMaxBytes int
+	// Shapes are, by "schema.table", the layouts of the ClickHouse tables
+	// the loader makes (schema.Shape). Default ferry's own.
+	Shapes map[string]schema.Shape
+}
+
+// newTable is a table's topic as this loader maps it: for its
+// destination, in the shape its configuration gives.
+func (l *Loader) newTable(src schema.Table) (*table, error) {
+	t, err := newTable(l.cfg.TopicPrefix, src, l.dest.Capabilities())
+	if err != nil {
+		return nil, err
+	}
+	name := src.Schema + "." + src.Name
+	if sh, ok := l.cfg.Shapes[name]; ok {
+		tm := *t.tm // not the wire mapping's, which may be the same
+		if err := tm.SetShape(sh, "table-shapes: "+name); err != nil {
+			return nil, err
+		}
+		t.tm = &tm
+	}
+	return t, nil
 }
 
 // Loader consumes the table topics of a prefix and writes their rows to a

@@ -43,7 +43,7 @@ func (l *Loader) current(ctx context.Context, topic string) (*loadTable, error) 
 	if err != nil {
 		return nil, err
 	}
-	t, err := newTable(l.cfg.TopicPrefix, src, l.dest.Capabilities())
+	t, err := l.newTable(src)
 	if err != nil {
 		return nil, err
 	}

@@ -90,7 +90,7 @@ func (l *Loader) decode(ctx context.Context, r *kafkago.Reader, m kafkago.Messag
 	if err != nil {
 		return nil, decoded{}, err
 	}
-	t, err := newTable(l.cfg.TopicPrefix, src, l.dest.Capabilities())
+	t, err := l.newTable(src)
 	if err != nil {
 		return nil, decoded{}, err
 	}
@@ -232,7 +232,7 @@ func (l *Loader) truncatedTable(ctx context.Context, m kafkago.Message) (*loadTa
 	if err != nil {
 		return nil, err
 	}
-	t, err := newTable(l.cfg.TopicPrefix, src, l.dest.Capabilities())
+	t, err := l.newTable(src)
 	if err != nil {
 		return nil, err
 	}
