@@ -85,7 +85,15 @@ func TestResyncAndRepair(t *testing.T) {
 	e.exec("CREATE TABLE a (id bigint PRIMARY KEY, v text)", "CREATE TABLE b (id bigint PRIMARY KEY, v text)",
 		"INSERT INTO a SELECT g, 'a' || g FROM generate_series(1, 20000) g",
 		"INSERT INTO b SELECT g, 'b' || g FROM generate_series(1, 2000) g")
-	stop := e.start(e.args("run")...)
+	// No metrics address: the default one is the same for every ferry on
+	// the machine, and a second make test beside this one would take it.
+	stop := e.start(e.args("run", "--metrics-addr", "")...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := stop()
+			t.Logf("ferry run's output:\n%s", tail(out))
+		}
+	})
 	caughtUp := func(what string) {
 		t.Helper()
 		testkit.WaitFor(t, 3*time.Minute, what, func() bool {
