@@ -199,11 +199,30 @@ func TestSlotInUse(t *testing.T) {
 	e.exec(`CREATE TABLE t (id int PRIMARY KEY)`, `INSERT INTO t VALUES (1)`)
 	cfg := e.config()
 	e.mustCatchUp(cfg)
+	release := holdSlot(t, e)
+	cfg.SlotBusyTimeout = 3 * time.Second
+	runFails(t, e, cfg, "slot "+e.slot+" has been in use by another connection for 3s", `application_name "other_consumer"`, "--slot")
+	checkBlocks(t, cfg, "slot", "in use by another connection", `application_name "other_consumer"`)
+	release()
+
+	first := e.streamInBackground(cfg)
+	testkit.WaitFor(t, 2*time.Minute, "the first ferry to hold the slot", func() bool {
+		return len(e.pgStrings(`SELECT 1 FROM pg_replication_slots s JOIN pg_stat_activity a ON a.pid = s.active_pid
+			WHERE s.slot_name = '`+e.slot+`' AND a.application_name = 'ferry'`)) == 1
+	})
+	runFails(t, e, cfg, "has been in use by another connection", `application_name "ferry"`)
+	first()
+}
+
+// holdSlot streams from e's slot with pg_recvlogical (application_name
+// other_consumer) until the returned release is called.
+func holdSlot(t *testing.T, e *env) (release func()) {
+	t.Helper()
 	recv, err := exec.LookPath("pg_recvlogical")
 	if err != nil {
 		recv = filepath.Join("/usr/lib/postgresql/15/bin", "pg_recvlogical")
 	}
-	// ferry's own walsender may linger a moment after the catch-up.
+	// ferry's own walsender may linger a moment after a catch-up.
 	testkit.WaitFor(t, 2*time.Minute, "the slot to be free", func() bool {
 		return len(e.pgStrings(`SELECT 1 FROM pg_replication_slots WHERE slot_name = '`+e.slot+`' AND NOT active`)) == 1
 	})
@@ -213,24 +232,52 @@ func TestSlotInUse(t *testing.T) {
 	if err := holder.Start(); err != nil {
 		t.Skipf("pg_recvlogical: %v", err)
 	}
-	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	release = func() { _ = holder.Process.Kill(); _ = holder.Wait() }
+	t.Cleanup(release)
 	testkit.WaitFor(t, 2*time.Minute, "pg_recvlogical to hold the slot", func() bool {
 		return len(e.pgStrings(`SELECT 1 FROM pg_replication_slots s JOIN pg_stat_activity a ON a.pid = s.active_pid
 			WHERE s.slot_name = '`+e.slot+`' AND a.application_name = 'other_consumer'`)) == 1
 	})
-	cfg.SlotBusyTimeout = 3 * time.Second
-	runFails(t, e, cfg, "slot "+e.slot+" has been in use by another connection for 3s", `application_name "other_consumer"`, "--slot")
-	checkBlocks(t, cfg, "slot", "in use by another connection", `application_name "other_consumer"`)
-	_ = holder.Process.Kill()
-	_ = holder.Wait()
+	return release
+}
 
-	first := e.streamInBackground(cfg)
-	testkit.WaitFor(t, 2*time.Minute, "the first ferry to hold the slot", func() bool {
-		return len(e.pgStrings(`SELECT 1 FROM pg_replication_slots s JOIN pg_stat_activity a ON a.pid = s.active_pid
-			WHERE s.slot_name = '`+e.slot+`' AND a.application_name = 'ferry'`)) == 1
+// TestResyncWhileSlotHeld: ClickHouse tables to copy anew at a restart (one
+// dropped, one whose columns are not the table's), and the first attempt
+// fails after ferry has made them empty: the slot is still held, as by
+// ferry's own old walsender right after a restart. The attempt that gets
+// the slot must still copy them, not take the empty tables for copies
+// (TestPartitionChangesWithoutCapture found it, under load, as a stop it
+// did not expect).
+func TestResyncWhileSlotHeld(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE a (id int PRIMARY KEY, v text)`, `CREATE TABLE b (id int PRIMARY KEY, v text)`,
+		`INSERT INTO a SELECT g, 'a' || g FROM generate_series(1, 200) g`,
+		`INSERT INTO b SELECT g, 'b' || g FROM generate_series(1, 300) g`)
+	cfg := e.config()
+	e.mustCatchUp(cfg)
+	release := holdSlot(t, e)
+	ctx := context.Background()
+	for _, q := range []string{"DROP TABLE " + e.table("a"), "ALTER TABLE " + e.table("b") + " ADD COLUMN junk String"} {
+		if err := e.ch.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	e.exec(`UPDATE a SET v = 'changed' WHERE id <= 10`, `DELETE FROM b WHERE id > 250`)
+	cfg.SlotBusyTimeout = 2 * time.Minute
+	done := make(chan error, 1)
+	go func() { done <- e.catchUp(cfg) }()
+	testkit.WaitFor(t, 2*time.Minute, "ferry to make table a anew", func() bool {
+		return len(e.chStrings("SELECT name FROM system.tables WHERE database = '"+e.db+"' AND name = 'a'")) == 1
 	})
-	runFails(t, e, cfg, "has been in use by another connection", `application_name "ferry"`)
-	first()
+	time.Sleep(2 * time.Second) // at least one attempt more finds the slot held
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("catch up: %v", err)
+	}
+	counts := e.verifyAll(cfg)
+	if counts["public.a"] != 200 || counts["public.b"] != 250 {
+		t.Errorf("verified %v, want public.a 200 rows and public.b 250", counts)
+	}
 }
 
 func asRole(t *testing.T, pgURL, role string) string {

@@ -19,12 +19,19 @@ import (
 // columns are not the mapping's (replaced by empty ones; the schema
 // changed while ferry was stopped, or a rebuild was cut short) and tables
 // whose copy at an earlier restart was cut short (replaced too).
-func (r *Replicator) prepare(ctx context.Context, rels []*relation) ([]*relation, error) {
+//
+// On a resume (stored is not nil) each such table's state says it is being
+// copied before its ClickHouse side is made anew: an empty table made here
+// looks, to the next attempt, like one that holds its rows, so a start that
+// fails before copyMissing (the slot still held by ferry's old walsender,
+// a lost connection, a kill) must leave the copy still to make.
+func (r *Replicator) prepare(ctx context.Context, rels []*relation, stored map[uint32]catalogTable) ([]*relation, error) {
 	var empty []*relation
 	if ev, ok := r.sink.(interface {
 		Matches(ctx context.Context, tm *schema.TableMap) (bool, bool, error)
 		Replace(ctx context.Context, tm *schema.TableMap) error
 	}); ok {
+		var replace []*relation
 		for _, rel := range rels {
 			exists, matches, err := ev.Matches(ctx, rel.tm)
 			if err != nil {
@@ -36,17 +43,25 @@ func (r *Replicator) prepare(ctx context.Context, rels []*relation) ([]*relation
 			case rel.doc.Copying:
 				r.log.Warn("the last copy of this table was cut short: replacing the partial ClickHouse table with a fresh copy",
 					zap.Stringer("table", rel.ref), zap.String("clickhouse_table", rel.tm.Name))
-				if err := ev.Replace(ctx, rel.tm); err != nil {
-					return nil, err
-				}
-				empty = append(empty, rel)
+				replace = append(replace, rel)
 			case !matches:
 				r.log.Warn("the ClickHouse table's columns are not the table's: replacing it with a fresh copy",
 					zap.Stringer("table", rel.ref), zap.String("clickhouse_table", rel.tm.Name))
-				if err := ev.Replace(ctx, rel.tm); err != nil {
+				replace = append(replace, rel)
+			}
+		}
+		empty = append(empty, replace...)
+		if stored != nil {
+			for _, rel := range empty {
+				rel.doc.Copying = true
+				if err := r.saveState(ctx, rel); err != nil {
 					return nil, err
 				}
-				empty = append(empty, rel)
+			}
+		}
+		for _, rel := range replace {
+			if err := ev.Replace(ctx, rel.tm); err != nil {
+				return nil, err
 			}
 		}
 	}

@@ -128,7 +128,7 @@ func (r *Replicator) run(ctx context.Context) error {
 		return err
 	}
 	r.reportTables(rels)
-	empty, err := r.prepare(ctx, rels)
+	empty, err := r.prepare(ctx, rels, stored)
 	if err != nil {
 		return err
 	}
@@ -254,6 +254,7 @@ func (r *Replicator) initialCopy(ctx context.Context, conn *pgx.Conn, rels []*re
 	// resume takes a table without a state for one never copied.
 	for _, rel := range rels {
 		if err == nil && !slices.Contains(deferred, rel) {
+			rel.doc.Copying = false
 			err = r.saveState(ctx, rel)
 		}
 	}
