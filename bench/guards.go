@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -63,21 +64,74 @@ var benchCatalogs = []string{"pg_class", "pg_attribute", "pg_type", "pg_depend",
 	"pg_attrdef", "pg_sequence", "pg_inherits", "pg_partitioned_table", "pg_statistic", "pg_publication",
 	"pg_publication_rel"}
 
-// settleCatalogs vacuums and analyzes benchCatalogs before a window opens.
-// Run after run, the DDL's dead and changed catalog rows reach
+// settleCatalogs analyzes and then vacuums benchCatalogs before a window
+// opens. Run after run, the DDL's dead and changed catalog rows reach
 // autovacuum's thresholds (hash8, nine tables a run, within a few runs),
 // and autovacuum then works on a catalog inside a window, which discards
 // the run; done here, outside the window, it leaves autovacuum nothing to
-// do.
-func (b *bencher) settleCatalogs(ctx context.Context) error {
+// do. The ANALYZE goes first because it rewrites the catalogs' own rows
+// of pg_statistic, and the VACUUM waits (up to horizonWait) until no
+// transaction or logical slot of the server can still see the rows made
+// dead, which no VACUUM could remove before. It returns what still saw
+// them when the wait ran out: then autovacuum may yet start inside the
+// window, which the window's own watch reports.
+func (b *bencher) settleCatalogs(ctx context.Context) (holders []string, err error) {
 	names := make([]string, len(benchCatalogs))
 	for i, c := range benchCatalogs {
 		names[i] = "pg_catalog." + c
 	}
-	if _, err := b.db.Exec(ctx, "VACUUM (ANALYZE) "+strings.Join(names, ", ")); err != nil {
-		return fmt.Errorf("vacuum the catalogs the benchmark's DDL changed: %w", err)
+	list := strings.Join(names, ", ")
+	if _, err := b.db.Exec(ctx, "ANALYZE "+list); err != nil {
+		return nil, fmt.Errorf("analyze the catalogs the benchmark's DDL changed: %w", err)
 	}
-	return nil
+	var xid string
+	if err := b.db.QueryRow(ctx, `SELECT txid_current()::text`).Scan(&xid); err != nil {
+		return nil, fmt.Errorf("read the transaction ID: %w", err)
+	}
+	deadline := time.Now().Add(horizonWait)
+	for {
+		if holders, err = catalogHorizonHolders(ctx, b.db, xid); err != nil {
+			return nil, err
+		}
+		if len(holders) == 0 || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if _, err := b.db.Exec(ctx, "VACUUM "+list); err != nil {
+		return nil, fmt.Errorf("vacuum the catalogs the benchmark's DDL changed: %w", err)
+	}
+	return holders, nil
+}
+
+// horizonWait bounds settleCatalogs' wait for the server's horizon: a
+// logical slot's catalog_xmin moves on when its consumer has decoded a
+// snapshot record (the server logs one every 15 s, and at a checkpoint).
+const horizonWait = 30 * time.Second
+
+// catalogHorizonHolders names the logical slots (of any database: a slot's
+// catalog_xmin holds back the catalogs of every one) and the other
+// sessions that may still see catalog rows deleted by transaction xid or
+// before it.
+func catalogHorizonHolders(ctx context.Context, db interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, xid string) ([]string, error) {
+	rows, err := db.Query(ctx, `SELECT 'slot ' || slot_name FROM pg_replication_slots
+			WHERE catalog_xmin IS NOT NULL AND catalog_xmin::text::bigint <= $1::bigint % 4294967296
+		UNION ALL SELECT 'backend ' || pid || ' (' || coalesce(datname, '?') || ', ' || left(query, 60) || ')' FROM pg_stat_activity
+			WHERE pid <> pg_backend_pid() AND coalesce(backend_xmin, backend_xid)::text::bigint <= $1::bigint % 4294967296`, xid)
+	if err != nil {
+		return nil, fmt.Errorf("read the server's transaction horizon: %w", err)
+	}
+	holders, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read the server's transaction horizon: %w", err)
+	}
+	return holders, nil
 }
 
 // autovacuumRuns reads the autovacuum and autoanalyze counts of the
