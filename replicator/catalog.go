@@ -202,6 +202,8 @@ type catalogTable struct {
 	Truncated uint64 `json:"truncated,omitempty"`
 	// ShapedAt is the relation's shapedAt, kept with the stored state.
 	ShapedAt uint64 `json:"shaped_at,omitempty"`
+	// Member is the relation's member, kept with the stored state.
+	Member []string `json:"member,omitempty"`
 	// Excluded and RowFilter are the filter the ClickHouse table was made
 	// under (--exclude-columns, --row-filter); Kept the attnums of the
 	// publication's column list, nil when it has none (see filter.go).

@@ -38,6 +38,9 @@ type relation struct {
 	// the table's shape of the time. A schema change from before it is
 	// the stream's history, received again after a restart (see evolve).
 	shapedAt uint64
+	// member names the publication catalog rows that published the table
+	// when ferry last looked (see membership.go).
+	member []string
 }
 
 // values converts a pgoutput tuple into row values. An unchanged TOAST

@@ -154,6 +154,7 @@ func (s *stream) evolveTo(ctx context.Context, rel *relation, d described, byAtt
 	next := newRelation(tableRef{OID: rel.ref.OID, Schema: d.table.Schema, Name: d.table.Name, AppendOnly: rel.ref.AppendOnly}, tm, d)
 	next.copied = rel.copied // until a rebuild's copy replaces it
 	next.truncated = rel.truncated
+	next.member = rel.member
 	// A change from before the table's shape is history that a restart
 	// brings again (the slot's confirmed position may fall back: before
 	// PostgreSQL 17 a shutdown does not save it). Its reverse in place

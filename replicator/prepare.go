@@ -106,6 +106,7 @@ func (r *Replicator) copyMissing(ctx context.Context, conn *pgx.Conn, rels []*re
 			return err
 		}
 		rel.keyNullsApart()
+		rel.member = nil // the copy holds every change so far: no gap before it counts
 		rel.doc.Copying = true
 		if err := r.saveState(ctx, rel); err != nil {
 			return err
@@ -136,7 +137,7 @@ func union(a, b []*relation) []*relation {
 
 func newRelation(ref tableRef, tm *schema.TableMap, d described) *relation {
 	return &relation{ref: ref, tm: tm, typeOIDs: d.typeOIDs, attnums: d.attnums, hasDefault: d.hasDefault, partitions: d.partitions, doc: d.doc,
-		copied: d.doc.Copied, stale: d.doc.Stale, truncated: pglogrepl.LSN(d.doc.Truncated), shapedAt: d.doc.ShapedAt}
+		copied: d.doc.Copied, stale: d.doc.Stale, truncated: pglogrepl.LSN(d.doc.Truncated), shapedAt: d.doc.ShapedAt, member: d.doc.Member}
 }
 
 // saveState stores the description the table's ClickHouse side now
@@ -147,7 +148,7 @@ func (r *Replicator) saveState(ctx context.Context, rel *relation) error {
 		return nil
 	}
 	d := rel.doc
-	d.Copied, d.Stale, d.Truncated, d.ShapedAt = rel.copied, rel.stale, uint64(rel.truncated), rel.shapedAt
+	d.Copied, d.Stale, d.Truncated, d.ShapedAt, d.Member = rel.copied, rel.stale, uint64(rel.truncated), rel.shapedAt, rel.member
 	doc, err := json.Marshal(d)
 	if err != nil {
 		return fmt.Errorf("encode the description of %s: %w", rel.ref, err)

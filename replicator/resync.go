@@ -33,6 +33,10 @@ type resyncRequest struct {
 	// table changed since the stream's point (see recheckStale): the table
 	// is rebuilt only if it is still stale from a copy before the message.
 	Stale bool `json:"stale,omitempty"`
+	// Rejoined: ferry's own request for tables that were dropped from the
+	// publication and added back (see membership.go): a destination that
+	// cannot rebuild them stops ferry.
+	Rejoined bool `json:"rejoined,omitempty"`
 }
 
 type resyncTable struct {
@@ -178,6 +182,11 @@ func (s *stream) resync(ctx context.Context, req resyncRequest, version uint64) 
 					return fmt.Errorf("table %s holds empty values in ClickHouse for columns changed in PostgreSQL without a row change since, "+
 						"and only a rebuild can fill them, which the destination refuses (%v): run ferry setup so that DDL capture brings schema changes in stream order, "+
 						"then drop the ClickHouse table %s and start ferry again to copy it", rel.ref, err, rel.tm.Name)
+				}
+				if req.Rejoined {
+					return fmt.Errorf("table %s was dropped from publication %s and added back, so ClickHouse lacks the changes made while it was out, "+
+						"and only a copy can bring them, which the destination refuses (%v): drop the ClickHouse table %s and start ferry again to copy it",
+						rel.ref, s.cfg.Publication, err, rel.tm.Name)
 				}
 				// Not a reason to stop the stream: the table stays as it is.
 				s.log.Error("resync refused: the table stays as it is", zap.Stringer("table", rel.ref), zap.Error(err))

@@ -308,6 +308,9 @@ func (r *Replicator) stream(ctx context.Context, rels []*relation, start, target
 			s.sql.Close(context.Background())
 		}
 	}()
+	if err := s.checkMembership(ctx, true); err != nil {
+		return err
+	}
 	if err := s.sendStatus(false); err != nil {
 		return err
 	}

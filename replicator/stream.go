@@ -58,6 +58,8 @@ type stream struct {
 
 	guard *partGuard // nil when no partitioned table is replicated
 
+	memberCheck time.Time // when checkMembership last read the catalog
+
 	// The read deadline last set on the replication connection.
 	rdeadline time.Time
 }
@@ -113,6 +115,9 @@ func (s *stream) tick(ctx context.Context) error {
 	}
 	if !now.Before(s.nextStatus) {
 		if err := s.checkPartitions(ctx, false); err != nil {
+			return err
+		}
+		if err := s.checkMembership(ctx, false); err != nil {
 			return err
 		}
 		return s.sendStatus(false)
@@ -173,6 +178,9 @@ func (s *stream) idle(ctx context.Context) error {
 	}
 	if (s.cfg.CatchUp && !s.inTx && s.batch.Len() == 0) || silent >= s.cfg.StandbyInterval {
 		if err := s.checkPartitions(ctx, s.cfg.CatchUp); err != nil {
+			return err
+		}
+		if err := s.checkMembership(ctx, false); err != nil {
 			return err
 		}
 		// A live walsender answers at once; its answer resets the silence.
