@@ -144,6 +144,9 @@ func (s *Sink) insertExternal(ctx context.Context, tm *schema.TableMap, header [
 	for i, h := range header {
 		typ, c := string(h.Type()), "c"+strconv.Itoa(i)
 		exprs[i] = c
+		if i < len(tm.Columns) {
+			typ = externalType(tm.Columns[i], typ)
+		}
 		if raw[i] = i < len(tm.Columns) && isRawTime(tm.Columns[i]); raw[i] {
 			typ = strings.ReplaceAll(typ, rawTimeType, "Int64")
 			exprs[i] = "fromUnixTimestamp64Micro(" + c + ", 'UTC')"

@@ -93,6 +93,7 @@ func insertColumns(tm *schema.TableMap) []string {
 
 func (s *Sink) insert(ctx context.Context, tm *schema.TableMap, rows []loader.Row) error {
 	name := s.table(tm.Name)
+	ctx = jsonInsertContext(ctx, tm)
 	batch, err := s.prepareInsert(ctx, tm)
 	if err != nil {
 		return err
