@@ -170,7 +170,7 @@ func (s *Sink) insertExternal(ctx context.Context, tm *schema.TableMap, header [
 		}
 	}
 	q := tm.InsertSQL(s.db) + " SELECT " + strings.Join(exprs, ", ") + " FROM " + externalTable
-	if err := s.conn.Exec(ch.Context(ctx, ch.WithExternalTable(t)), q); err != nil {
+	if err := s.conn.Exec(ch.Context(jsonInsertContext(ctx, tm), ch.WithExternalTable(t)), q); err != nil {
 		return s.red.wrap(classify(err), "clickhouse: insert %d rows into %s", len(rows), name)
 	}
 	return nil
