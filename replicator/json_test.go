@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	chgo "github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/ferry-cdc/ferry/replicator"
 	"github.com/ferry-cdc/ferry/schema"
 	"github.com/ferry-cdc/ferry/verify"
@@ -222,3 +224,146 @@ func TestNativeJSONRefusedOnOldServer(t *testing.T) {
 		t.Errorf("the refused start made the table")
 	}
 }
+
+// jsonExact are values ClickHouse's JSON type must give back as the same
+// JSON value, and jsonAltered values it gives back altered or refuses,
+// which ferry must therefore refuse (schema.CheckJSON).
+var (
+	jsonExact = []string{
+		`{}`,
+		`{"b":1,"a":2}`,
+		`{"a":12345678901234567890,"b":-9223372036854775808,"c":18446744073709551615}`,
+		`{"a":1.0,"b":1e2,"c":1E+2,"d":0.1,"e":-0.0,"f":-0,"g":5e-324,"h":1.7976931348623157e308}`,
+		`{"a":0.30000000000000004,"b":1.5e300,"c":123456789.125}`,
+		`{"a":[],"b":[[]],"c":[{}],"d":[null],"e":[null,1]}`,
+		`{"a":[1,"x",null,[2,{"b":3}]]}`,
+		`{"a":[9223372036854775807,"s"],"b":[12345678901234567890,"s",-1],"c":{"d":12345678901234567890}}`,
+		`{"a":[1,2.5],"b":[[1,2],[3.5]],"c":[1,1e20]}`,
+		`{"a":[9007199254740992,1],"b":[-9007199254740992,-1],"c":[{"x":12345678901234567890},{"x":-1}],"d":[1000000000000000000000,0.5]}`,
+		`{"a":[18014398509481984,-1,1e20]}`,
+		`{"a":[9007199254740993,"s",0.5],"b":[true,"s",1],"c":[1,[true]]}`,
+		`{"a":[{"x":9007199254740993},{"x":0.5}],"b":[{"x":true},{"x":1}]}`,
+		`{"a":"\u00e9\u0000\ud83d\ude00","b":"x\"y\\z\n\t/","c":"é"}`,
+		`{"a":"2024-1-1","b":"2024-01-01T00:00:00Z","c":"123","d":"true","e":"00123","f":"1e5","g":"nan","h":"2024-01-01 00:00:00"}`,
+		`{"":1,"a b":{"c":[true,false]},"ключ":"значение"}`,
+		` { "spaced" : [ 1 , 2 ] } `,
+		`{"a":{"b":1},"c":{"b":"s"}}`,
+		strings.Repeat(`{"a":`, 999) + `1` + strings.Repeat(`}`, 999),
+		manyPaths(3000),
+	}
+	jsonAltered = []string{
+		`{"a":null}`,
+		`{"a":{"b":{"c":null}}}`,
+		`{"a":[{"b":null}]}`,
+		`{"a":{}}`,
+		`{"a":[{"b":{}}]}`,
+		`{"a":1,"a":2}`,
+		`{"a.b":1}`,
+		`{"a":[{"b.c":1}]}`,
+		`{"a":123456789012345678901234567890}`,
+		`{"a":-9223372036854775809}`,
+		`{"a":1e400}`,
+		`{"a":1e-400}`,
+		`{"a":3.141592653589793238462643383279}`,
+		`{"a":9007199254740993.0}`,
+		`{"a":[true,1]}`,
+		`{"a":[[true],[1]]}`,
+		`{"a":[9007199254740993,0.5]}`,
+		`{"a":[[9007199254740993],[0.5]]}`,
+		`{"a":[1152921504606846976,0.5]}`,
+		`{"a":[12345678901234567890,-1]}`,
+		`{"a":[9007199254740993]}`,
+		`{"a":[{"x":[9007199254740993]}]}`,
+		`{"a":18446744073709551616}`,
+		`{"a":"\ud800"}`,
+		`1`,
+		`[1,2]`,
+		`"s"`,
+		`null`,
+		strings.Repeat(`{"a":`, 2000) + `1` + strings.Repeat(`}`, 2000),
+	}
+)
+
+// jsonAlteredAfter are the values of jsonAltered that ClickHouse alters
+// only after another row of the same INSERT: the row it needs first.
+var jsonAlteredAfter = map[string]string{
+	`{"a":[12345678901234567890,-1]}`:  `{"a":[0.5]}`,
+	`{"a":[9007199254740993]}`:         `{"a":[0.5]}`,
+	`{"a":[{"x":[9007199254740993]}]}`: `{"a":[{"x":[0.5]}]}`,
+}
+
+// manyPaths is an object of n members, more paths than a JSON column keeps
+// as subcolumns (max_dynamic_paths, 1024): the rest go to its shared data.
+func manyPaths(n int) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":%d`, i, i*7)
+	}
+	return b.String() + "}"
+}
+
+// TestNativeJSONCorpus checks CheckJSON's claims against the server: every
+// value it accepts comes back from ClickHouse as the same JSON value through
+// ferry (a json column keeps each text verbatim; jsonb its normal form), and
+// every value it refuses is one ClickHouse alters or refuses when written
+// directly, so no refusal is needless on this server.
+func TestNativeJSONCorpus(t *testing.T) {
+	e := jsonEnv(t)
+	e.exec(`CREATE TABLE c (id int PRIMARY KEY, js json, jb jsonb)`)
+	for i, v := range jsonExact {
+		if err := schema.CheckJSON([]byte(v)); err != nil {
+			t.Fatalf("CheckJSON refuses %.80s: %v", v, err)
+		}
+		e.exec(fmt.Sprintf(`INSERT INTO c (id, js) VALUES (%d, %s)`, i, pgLiteral(v)),
+			fmt.Sprintf(`DO $$ BEGIN UPDATE c SET jb = js::jsonb WHERE id = %d; EXCEPTION WHEN others THEN NULL; END $$`, i))
+	}
+	cfg := e.config()
+	cfg.NativeJSON = true
+	e.mustCatchUp(cfg)
+	pg := e.pgStrings(`SELECT js::text, coalesce(jb::text, '\N') FROM c ORDER BY id`)
+	ch := e.chStrings(`SELECT toJSONString(js), ifNull(toJSONString(jb), '\\N') FROM ` + e.table("c") + ` FINAL ORDER BY id`)
+	sameJSON(t, "corpus", ch, pg)
+	if n := e.verifyAll(cfg)["public.c"]; n != uint64(len(jsonExact)) {
+		t.Errorf("verify counted %d rows, want %d", n, len(jsonExact))
+	}
+
+	ctx := ch2ctx()
+	e.chExec(`CREATE TABLE ` + e.table("direct") + ` (id UInt32, j JSON) ENGINE = MergeTree ORDER BY id`)
+	for i, v := range jsonAltered {
+		if err := schema.CheckJSON([]byte(v)); err == nil {
+			t.Errorf("CheckJSON accepts %.80s", v)
+		}
+		b, err := e.ch.PrepareBatch(ctx, `INSERT INTO `+e.table("direct")+` (id, j)`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if before, ok := jsonAlteredAfter[v]; ok {
+			if err := b.Append(uint32(1000+i), before); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Append(uint32(i), v); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Send(); err != nil {
+			continue // refused by ClickHouse: ferry's refusal names the column instead
+		}
+		got := e.chStrings(fmt.Sprintf(`SELECT toJSONString(j) FROM %s WHERE id = %d`, e.table("direct"), i))
+		if len(got) == 1 && schema.CanonicalJSON(got[0][0]) == schema.CanonicalJSON(v) {
+			t.Errorf("ClickHouse stores %.80s exactly, yet CheckJSON refuses it", v)
+		}
+	}
+}
+
+// ch2ctx is a context with the settings of ferry's JSON inserts.
+func ch2ctx() context.Context {
+	return chgo.Context(context.Background(), chgo.WithSettings(chgo.Settings{
+		"input_format_try_infer_dates": 0, "input_format_try_infer_datetimes": 0}))
+}
+
+// pgLiteral quotes s as a PostgreSQL string literal.
+func pgLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -39,12 +39,14 @@ func jsonKind() kind {
 }
 
 // convertJSON accepts a value ClickHouse's JSON type stores exactly (see
-// CheckJSON) and keeps its text.
+// CheckJSON) and keeps its text, or the text with integers beyond UInt64
+// respelt with an exponent (see jsonNumber).
 func convertJSON(text []byte) (any, error) {
-	if err := CheckJSON(text); err != nil {
+	out, err := prepareJSON(text)
+	if err != nil {
 		return nil, err
 	}
-	return JSON(text), nil
+	return JSON(out), nil
 }
 
 // jsonNode is one parsed JSON value: exactly one of the fields describes it.
@@ -140,20 +142,34 @@ func parseJSONToken(d *json.Decoder, tok json.Token, depth int) (*jsonNode, erro
 // Key order, whitespace, a number's spelling (1.0, 1e2) and string escapes
 // are not part of the value, so they may change.
 func CheckJSON(text []byte) error {
+	_, err := prepareJSON(text)
+	return err
+}
+
+// prepareJSON is CheckJSON, returning the text to send: text itself, or
+// when a number had to be respelt (jsonNumber) the value written again,
+// in the same order.
+func prepareJSON(text []byte) ([]byte, error) {
 	if err := checkSurrogates(text); err != nil {
-		return err
+		return nil, err
 	}
 	n, err := parseJSON(text)
 	if err != nil {
 		if errors.Is(err, ErrUnrepresentable) {
-			return err
+			return nil, err
 		}
-		return fmt.Errorf("%w: not valid JSON (%v)", ErrUnrepresentable, err)
+		return nil, fmt.Errorf("%w: not valid JSON (%v)", ErrUnrepresentable, err)
 	}
 	if n.kind != 'o' {
-		return fmt.Errorf("%w: ClickHouse's JSON type holds objects only, and the value is %s", ErrUnrepresentable, jsonKindName(n.kind))
+		return nil, fmt.Errorf("%w: ClickHouse's JSON type holds objects only, and the value is %s", ErrUnrepresentable, jsonKindName(n.kind))
 	}
-	return checkJSONNode(n, "")
+	respelt, err := checkJSONNode(n, "")
+	if err != nil || !respelt {
+		return text, err
+	}
+	var b strings.Builder
+	writeJSON(&b, n, false)
+	return []byte(b.String()), nil
 }
 
 func jsonKindName(k byte) string {
@@ -172,8 +188,9 @@ func jsonKindName(k byte) string {
 	return "an object"
 }
 
-// checkJSONNode checks n, found at path (for messages).
-func checkJSONNode(n *jsonNode, path string) error {
+// checkJSONNode checks n, found at path (for messages); respelt reports
+// a number jsonNumber respelt.
+func checkJSONNode(n *jsonNode, path string) (respelt bool, err error) {
 	switch n.kind {
 	case 'o':
 		seen := make(map[string]bool, len(n.keys))
@@ -185,34 +202,37 @@ func checkJSONNode(n *jsonNode, path string) error {
 			m := n.members[i]
 			switch {
 			case seen[k]:
-				return fmt.Errorf("%w: key %q appears twice (ClickHouse refuses duplicate keys)", ErrUnrepresentable, p)
+				return false, fmt.Errorf("%w: key %q appears twice (ClickHouse refuses duplicate keys)", ErrUnrepresentable, p)
 			case strings.Contains(k, "."):
-				return fmt.Errorf("%w: key %q contains a dot (ClickHouse would split it into nested objects)", ErrUnrepresentable, p)
+				return false, fmt.Errorf("%w: key %q contains a dot (ClickHouse would split it into nested objects)", ErrUnrepresentable, p)
 			case m.kind == 'z':
-				return fmt.Errorf("%w: member %q is null (ClickHouse drops null members)", ErrUnrepresentable, p)
+				return false, fmt.Errorf("%w: member %q is null (ClickHouse drops null members)", ErrUnrepresentable, p)
 			case m.kind == 'o' && len(m.keys) == 0:
-				return fmt.Errorf("%w: member %q is an empty object (ClickHouse drops it)", ErrUnrepresentable, p)
+				return false, fmt.Errorf("%w: member %q is an empty object (ClickHouse drops it)", ErrUnrepresentable, p)
 			}
 			seen[k] = true
-			if err := checkJSONNode(m, p); err != nil {
-				return err
+			r, err := checkJSONNode(m, p)
+			if err != nil {
+				return false, err
 			}
+			respelt = respelt || r
 		}
 	case 'a':
-		if err := checkArrayType(n.members, path); err != nil {
-			return err
-		}
+		// Elements first: a respelt integer is a Float64 to the array.
 		for i, m := range n.members {
-			if err := checkJSONNode(m, path+"["+strconv.Itoa(i)+"]"); err != nil {
-				return err
+			r, err := checkJSONNode(m, path+"["+strconv.Itoa(i)+"]")
+			if err != nil {
+				return false, err
 			}
+			respelt = respelt || r
+		}
+		if err := checkArrayType(n.members, path); err != nil {
+			return false, err
 		}
 	case 'n':
-		if err := jsonNumber(n.str, path); err != nil {
-			return err
-		}
+		return jsonNumber(n, path)
 	}
-	return nil
+	return respelt, nil
 }
 
 // checkArrayType refuses arrays whose elements ClickHouse would convert to
@@ -252,30 +272,33 @@ func checkArrayType(elems []*jsonNode, path string) error {
 }
 
 // checkScalarMix checks elements that are all numbers, booleans or null,
-// which ClickHouse stores as one type.
+// which ClickHouse stores as an array of one type. Booleans beside numbers
+// become 1 and 0. The numbers may become Float64, and then come back as
+// another number unless exactFloat: when a fraction is among them
+// ([9007199254740993,0.5]), beside integers of both Int64 and UInt64
+// ([12345678901234567890,1] after such an array), and also when an earlier
+// row of the same INSERT had Float64 elements at the same path: 26.7 gave
+// {"d":[9007199254740993]} back as {"d":[9007199254740992]} after a row
+// {"d":[0.5]}. Other rows are unknown here, so every integer in an array of
+// numbers must be exact in Float64 (within ±2^53, or one such as 2^60 whose
+// shortest Float64 text is itself).
 func checkScalarMix(elems []*jsonNode, path string) error {
-	var bools, nums, fracs bool
-	var inexact string
+	var bools, nums bool
 	for _, e := range elems {
-		switch {
-		case e.kind == 'b':
+		switch e.kind {
+		case 'b':
 			bools = true
-		case e.kind != 'n':
-		case !isIntegerText(e.str):
-			nums, fracs = true, true
-		default:
+		case 'n':
 			nums = true
-			if inexact == "" && !exactFloat(e.str) {
-				inexact = e.str
+			if isIntegerText(e.str) && !exactFloat(e.str) {
+				return fmt.Errorf("%w: array %q holds the integer %s, which Float64 can't hold exactly "+
+					"(ClickHouse may store an array of numbers as Float64: one with a fraction, or after such an array at the same path in the same INSERT)",
+					ErrUnrepresentable, path, short(e.str))
 			}
 		}
 	}
-	switch {
-	case bools && nums:
+	if bools && nums {
 		return fmt.Errorf("%w: array %q mixes booleans and numbers (ClickHouse would store the booleans as 1 and 0)", ErrUnrepresentable, path)
-	case fracs && inexact != "":
-		return fmt.Errorf("%w: array %q mixes fractions with the integer %s, which Float64 can't hold exactly (ClickHouse would store every element as Float64)",
-			ErrUnrepresentable, path, inexact)
 	}
 	return nil
 }
@@ -283,14 +306,16 @@ func checkScalarMix(elems []*jsonNode, path string) error {
 // isIntegerText: a JSON number without fraction or exponent.
 func isIntegerText(s string) bool { return !strings.ContainsAny(s, ".eE") }
 
-// exactFloat: the integer text s is a value of Float64.
+// exactFloat: ClickHouse gives the number s back as the same number when
+// it stores it as Float64, which it prints in the shortest form that reads
+// back as the same Float64: 2^60 is exact in Float64 but comes back as
+// 1152921504606847000.
 func exactFloat(s string) bool {
-	i, ok := new(big.Int).SetString(s, 10)
-	if !ok {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) || math.IsInf(f, 0) {
 		return false
 	}
-	_, acc := new(big.Float).SetInt(i).Float64()
-	return acc == big.Exact
+	return canonicalNumber(strconv.FormatFloat(f, 'g', -1, 64)) == canonicalNumber(s)
 }
 
 var (
@@ -298,26 +323,36 @@ var (
 	maxUint64 = new(big.Int).SetUint64(math.MaxUint64)
 )
 
-// jsonNumber checks that ClickHouse holds the JSON number s exactly: an
+// jsonNumber checks that ClickHouse holds the JSON number n exactly: an
 // integer within Int64 or UInt64, or a number with a fraction or an
-// exponent whose Float64 is the same number.
-func jsonNumber(s, path string) error {
+// exponent that comes back from Float64 as the same number (exactFloat).
+// An integer beyond UInt64 that Float64 holds so (jsonb writes 1e20 as
+// 100000000000000000000, which ClickHouse refuses) is respelt with an
+// exponent, so that ClickHouse reads it as Float64: n.str changes and
+// respelt is true.
+func jsonNumber(n *jsonNode, path string) (respelt bool, err error) {
+	s := n.str
 	if isIntegerText(s) {
 		i, ok := new(big.Int).SetString(s, 10)
-		if !ok || i.Cmp(minInt64) < 0 || i.Cmp(maxUint64) > 0 {
-			return fmt.Errorf("%w: the integer %s at %q is outside Int64 and UInt64", ErrUnrepresentable, short(s), path)
+		if ok && i.Cmp(minInt64) >= 0 && i.Cmp(maxUint64) <= 0 {
+			return false, nil
 		}
-		return nil
+		if len(s) < 400 && exactFloat(s) {
+			f, _ := strconv.ParseFloat(s, 64)
+			n.str = strconv.FormatFloat(f, 'e', -1, 64)
+			return true, nil
+		}
+		return false, fmt.Errorf("%w: the integer %s at %q is outside Int64 and UInt64, and Float64 does not hold it", ErrUnrepresentable, short(s), path)
 	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil && !errors.Is(err, strconv.ErrRange) || math.IsInf(f, 0) {
-		return fmt.Errorf("%w: the number %s at %q is beyond Float64", ErrUnrepresentable, short(s), path)
+	if !exactFloat(s) {
+		f, _ := strconv.ParseFloat(s, 64)
+		if math.IsInf(f, 0) {
+			return false, fmt.Errorf("%w: the number %s at %q is beyond Float64", ErrUnrepresentable, short(s), path)
+		}
+		return false, fmt.Errorf("%w: the number %s at %q has more digits than Float64 holds (ClickHouse would store %s)",
+			ErrUnrepresentable, short(s), path, strconv.FormatFloat(f, 'g', -1, 64))
 	}
-	if stored := strconv.FormatFloat(f, 'g', -1, 64); canonicalNumber(stored) != canonicalNumber(s) {
-		return fmt.Errorf("%w: the number %s at %q has more digits than Float64 holds (ClickHouse would store %s)",
-			ErrUnrepresentable, short(s), path, stored)
-	}
-	return nil
+	return false, nil
 }
 
 // short cuts a number's text for a message.
@@ -373,30 +408,39 @@ func CanonicalJSON(text string) string {
 		return "invalid JSON: " + text
 	}
 	var b strings.Builder
-	writeCanonicalJSON(&b, n)
+	writeJSON(&b, n, true)
 	return b.String()
 }
 
-func writeCanonicalJSON(b *strings.Builder, n *jsonNode) {
+// writeJSON writes n without whitespace: with canonical, keys sorted (the
+// last of duplicates counting) and numbers as canonicalNumber; else keys
+// and numbers as they are.
+func writeJSON(b *strings.Builder, n *jsonNode, canonical bool) {
 	switch n.kind {
 	case 'o':
-		last := make(map[string]int, len(n.keys))
-		for i, k := range n.keys {
-			last[k] = i
+		order := make([]int, 0, len(n.keys))
+		if canonical {
+			last := make(map[string]int, len(n.keys))
+			for i, k := range n.keys {
+				last[k] = i
+			}
+			for _, i := range last {
+				order = append(order, i)
+			}
+			sort.Slice(order, func(x, y int) bool { return n.keys[order[x]] < n.keys[order[y]] })
+		} else {
+			for i := range n.keys {
+				order = append(order, i)
+			}
 		}
-		keys := make([]string, 0, len(last))
-		for k := range last {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
 		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
+		for x, i := range order {
+			if x > 0 {
 				b.WriteByte(',')
 			}
-			writeJSONString(b, k)
+			writeJSONString(b, n.keys[i])
 			b.WriteByte(':')
-			writeCanonicalJSON(b, n.members[last[k]])
+			writeJSON(b, n.members[i], canonical)
 		}
 		b.WriteByte('}')
 	case 'a':
@@ -405,13 +449,17 @@ func writeCanonicalJSON(b *strings.Builder, n *jsonNode) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			writeCanonicalJSON(b, m)
+			writeJSON(b, m, canonical)
 		}
 		b.WriteByte(']')
 	case 's':
 		writeJSONString(b, n.str)
 	case 'n':
-		b.WriteString(canonicalNumber(n.str))
+		if canonical {
+			b.WriteString(canonicalNumber(n.str))
+		} else {
+			b.WriteString(n.str)
+		}
 	case 'b':
 		b.WriteString(n.str)
 	default:

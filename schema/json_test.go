@@ -18,8 +18,10 @@ var JSONExactCases = []string{
 	`{"a":0.30000000000000004,"b":1.5e300}`,
 	`{"a":[],"b":[[]],"c":[{}],"d":[null],"e":[null,1]}`,
 	`{"a":[1,"x",null,[2,{"b":3}]]}`,
+	`{"a":[9223372036854775807,"s"],"b":[12345678901234567890,"s",-1],"c":{"d":12345678901234567890}}`,
 	`{"a":[1,2.5],"b":[[1,2],[3.5]],"c":[1,1e20]}`,
-	`{"a":[12345678901234567890,-1]}`,
+	`{"a":[9007199254740992,1],"b":[-9007199254740992,-1],"c":[{"x":12345678901234567890},{"x":-1}],"d":[1000000000000000000000,0.5]}`,
+	`{"a":[18014398509481984,-1,1e20]}`,
 	`{"a":[9007199254740993,"s",0.5],"b":[true,"s",1],"c":[1,[true]]}`,
 	`{"a":[{"x":9007199254740993},{"x":0.5}],"b":[{"x":true},{"x":1}]}`,
 	`{"a":"\u00e9\u0000\ud83d\ude00","b":"x\"y\\z\n\t/","c":"é"}`,
@@ -47,6 +49,12 @@ var JSONAlteredCases = []struct{ value, reason string }{
 	{`{"a":[[true],[1]]}`, "booleans and numbers"},
 	{`{"a":[9007199254740993,0.5]}`, "Float64 can't hold"},
 	{`{"a":[[9007199254740993],[0.5]]}`, "Float64 can't hold"},
+	{`{"a":[1152921504606846976,0.5]}`, "Float64 can't hold"},
+	{`{"a":[12345678901234567890,-1]}`, "Float64 can't hold"},
+	{`{"a":[9007199254740993]}`, "Float64 can't hold"},
+	{`{"a":[{"x":[9007199254740993]}]}`, "Float64 can't hold"},
+	{`{"a":1152921504606846976.0}`, "more digits"},
+	{`{"a":18446744073709551616}`, "Float64 does not hold"},
 	{`{"a":"\ud800"}`, "surrogate"},
 	{`{"a":"\udc00x"}`, "surrogate"},
 	{`1`, "objects only"},
@@ -70,6 +78,32 @@ func TestCheckJSON(t *testing.T) {
 	}
 	if err := CheckJSON([]byte(strings.Repeat(`{"a":`, 999) + `1` + strings.Repeat(`}`, 999))); err != nil {
 		t.Errorf("999 levels: %v", err)
+	}
+}
+
+// TestRespeltJSON: jsonb writes numbers with an exponent as plain digits
+// (1e20 as 100000000000000000000), integers beyond UInt64 that ClickHouse
+// refuses; when Float64 gives them back as the same number ferry sends
+// them with an exponent, which ClickHouse reads as Float64.
+func TestRespeltJSON(t *testing.T) {
+	m, err := Map(Table{Schema: "public", Name: "t", NativeJSON: true, Columns: []Column{
+		{Name: "id", TypeOID: oidInt4, Key: true}, {Name: "j", TypeOID: oidJSONB}}}, CapabilitiesFor(26, 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for in, want := range map[string]string{
+		`{"a": 100000000000000000000, "b": [1, 100000000000000000000], "c": 5}`: `{"a":1e+20,"b":[1,1e+20],"c":5}`,
+		`{"z": 1, "a": "1e20"}`:                    `{"z": 1, "a": "1e20"}`,
+		`{"a": 1` + strings.Repeat("0", 300) + `}`: `{"a":1e+300}`,
+	} {
+		v, err := m.Columns[1].Convert([]byte(in), false)
+		if err != nil || v != JSON(want) {
+			t.Errorf("Convert(%.60s) = %v, %v; want %s", in, v, err, want)
+			continue
+		}
+		if CanonicalJSON(string(v.(JSON))) != CanonicalJSON(in) {
+			t.Errorf("respelt %s is not the value %s", v, in)
+		}
 	}
 }
 
