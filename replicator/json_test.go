@@ -82,7 +82,7 @@ func TestNativeJSON(t *testing.T) {
 		`ALTER TABLE j ALTER COLUMN big SET STORAGE EXTERNAL`,
 		`INSERT INTO j (id, jb, js, nn, arr, big, n) VALUES
 			(1, '{"b": 1, "a": [1, "x", [2.5, 3]], "c": {"d": "2024-1-1"}}', '{"z": 1.0, "a": 12345678901234567890}', '{"k": "é\u00e9"}',
-			 ARRAY['{"a": null}', '1']::jsonb[], jsonb_build_object('big', repeat('x', 6000), 'n', 1), 1),
+			 ARRAY['{"a": null}', '1']::jsonb[], jsonb_build_object('big', repeat('x', 6000), 'n', 1, 'huge', 1e20, 'f', 1.5), 1),
 			(2, NULL, NULL, '{}', '{}', NULL, 2),
 			(3, '{"deep": {"er": {"est": [true, false, "s"]}}}', '{"a": 1e2, "b": -0.0}', '{"x": ""}', '{}', '{"a": 1}', 3)`)
 	cfg := e.config()

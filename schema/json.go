@@ -49,6 +49,37 @@ func convertJSON(text []byte) (any, error) {
 	return JSON(out), nil
 }
 
+// RespellJSON is text, a value ClickHouse gave back, ready to be sent to it
+// again (an unchanged TOASTed value carried from the stored row): ClickHouse
+// prints a Float64 of 1e20 as 100000000000000000000, which it refuses to
+// read, so such integers are respelt with an exponent as jsonNumber does.
+// Text that needs nothing, or does not parse, is returned as is.
+func RespellJSON(text string) string {
+	n, err := parseJSON([]byte(text))
+	if err != nil || !respell(n) {
+		return text
+	}
+	var b strings.Builder
+	writeJSON(&b, n, false)
+	return b.String()
+}
+
+// respell respells the integers of n beyond Int64 and UInt64 that are
+// exact in Float64, and reports whether there was one.
+func respell(n *jsonNode) bool {
+	done := false
+	for _, m := range n.members {
+		done = respell(m) || done
+	}
+	if n.kind == 'n' && isIntegerText(n.str) && !fitsInt64(n.str) {
+		if _, err := strconv.ParseUint(n.str, 10, 64); err != nil && exactFloat(n.str) {
+			r, _ := jsonNumber(n, "")
+			done = done || r
+		}
+	}
+	return done
+}
+
 // jsonNode is one parsed JSON value: exactly one of the fields describes it.
 type jsonNode struct {
 	kind    byte // 'o' object, 'a' array, 's' string, 'n' number, 'b' bool, 'z' null
@@ -507,4 +538,10 @@ func canonicalNumber(s string) string {
 		return mant
 	}
 	return mant + "e" + strconv.Itoa(exp)
+}
+
+// fitsInt64: the integer text s is a value of Int64.
+func fitsInt64(s string) bool {
+	_, err := strconv.ParseInt(s, 10, 64)
+	return err == nil
 }

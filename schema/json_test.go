@@ -107,6 +107,18 @@ func TestRespeltJSON(t *testing.T) {
 	}
 }
 
+func TestRespellJSONCarried(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a":100000000000000000000,"b":[1.5,1e300],"c":"100000000000000000000"}`: `{"a":1e+20,"b":[1.5,1e300],"c":"100000000000000000000"}`,
+		`{"a":18446744073709551615,"b":-9223372036854775808}`:                     `{"a":18446744073709551615,"b":-9223372036854775808}`,
+		`not json`: `not json`,
+	} {
+		if got := RespellJSON(in); got != want {
+			t.Errorf("RespellJSON(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
 func TestCanonicalJSON(t *testing.T) {
 	same := [][]string{
 		{`{"b":1,"a":[1,2]}`, `{ "a" : [1, 2], "b" : 1 }`, `{"a":[1.0,2e0],"b":100e-2}`},
@@ -192,6 +204,11 @@ func TestMapNativeJSON(t *testing.T) {
 	}
 	if z := m.Columns[2].Zero(); z != JSON("{}") {
 		t.Errorf("Zero of a JSON column = %#v, want {}", z)
+	}
+	tbl.NullAsDefault = true
+	m, _ = Map(tbl, modern)
+	if v, err := m.Columns[1].Convert(nil, true); m.Columns[1].Type != "JSON" || err != nil || v != JSON("{}") {
+		t.Errorf("NullAsDefault: column j is %s and NULL converts to %#v, %v; want JSON and {}", m.Columns[1].Type, v, err)
 	}
 	if c := Canonical(JSON(`{"b":1, "a":2}`)); c != `{"a":2,"b":1}` {
 		t.Errorf("Canonical(JSON) = %s", c)

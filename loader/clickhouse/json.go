@@ -67,6 +67,14 @@ func fromRead(c schema.ColumnMap, v any) any {
 	return v
 }
 
+// carried is a value read back with readSelect, ready to be written again.
+func carried(c schema.ColumnMap, v any) any {
+	if j, ok := v.(schema.JSON); ok && isJSON(c) {
+		return schema.JSON(schema.RespellJSON(string(j)))
+	}
+	return v
+}
+
 // externalType is the type of column c in insertExternal's external table:
 // JSON travels as its text, which the INSERT ... SELECT converts.
 func externalType(c schema.ColumnMap, typ string) string {

@@ -307,7 +307,7 @@ func (s *Sink) scanLatest(ctx context.Context, tm *schema.TableMap, q string, co
 			if st.values[j], err = value(dest[n]); err != nil {
 				return fmt.Errorf("column %q: %w", tm.Columns[j].Name, err)
 			}
-			st.values[j] = fromRead(tm.Columns[j], st.values[j])
+			st.values[j] = carried(tm.Columns[j], fromRead(tm.Columns[j], st.values[j]))
 		}
 		st.version = *dest[len(cols)].(*uint64)
 		st.deleted = *dest[len(cols)+1].(*uint8) != 0
