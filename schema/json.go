@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"math/big"
 	"sort"
@@ -78,77 +77,6 @@ func respell(n *jsonNode) bool {
 		}
 	}
 	return done
-}
-
-// jsonNode is one parsed JSON value: exactly one of the fields describes it.
-type jsonNode struct {
-	kind    byte // 'o' object, 'a' array, 's' string, 'n' number, 'b' bool, 'z' null
-	keys    []string
-	members []*jsonNode // object members in text order, or array elements
-	str     string      // a string's value, a number's text, "true"/"false"
-}
-
-// parseJSON parses text into a tree, keeping duplicate keys and the text of
-// numbers.
-func parseJSON(text []byte) (*jsonNode, error) {
-	d := json.NewDecoder(bytes.NewReader(text))
-	d.UseNumber()
-	n, err := parseJSONValue(d, 0)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, errors.New("text after the JSON value")
-	}
-	return n, nil
-}
-
-func parseJSONValue(d *json.Decoder, depth int) (*jsonNode, error) {
-	tok, err := d.Token()
-	if err != nil {
-		return nil, err
-	}
-	return parseJSONToken(d, tok, depth)
-}
-
-func parseJSONToken(d *json.Decoder, tok json.Token, depth int) (*jsonNode, error) {
-	switch t := tok.(type) {
-	case json.Delim:
-		if depth >= maxJSONDepth {
-			return nil, fmt.Errorf("%w: nested more than %d levels deep", ErrUnrepresentable, maxJSONDepth)
-		}
-		n := &jsonNode{kind: 'a'}
-		if t == '{' {
-			n.kind = 'o'
-		}
-		for d.More() {
-			if n.kind == 'o' {
-				k, err := d.Token()
-				if err != nil {
-					return nil, err
-				}
-				n.keys = append(n.keys, k.(string))
-			}
-			m, err := parseJSONValue(d, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			n.members = append(n.members, m)
-		}
-		if _, err := d.Token(); err != nil { // the closing delimiter
-			return nil, err
-		}
-		return n, nil
-	case string:
-		return &jsonNode{kind: 's', str: t}, nil
-	case json.Number:
-		return &jsonNode{kind: 'n', str: string(t)}, nil
-	case bool:
-		return &jsonNode{kind: 'b', str: strconv.FormatBool(t)}, nil
-	case nil:
-		return &jsonNode{kind: 'z'}, nil
-	}
-	return nil, fmt.Errorf("unexpected JSON token %v", tok)
 }
 
 // CheckJSON reports whether ClickHouse's JSON type stores the JSON value of
