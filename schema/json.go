@@ -91,12 +91,18 @@ func respell(n *jsonNode) bool {
 //   - splits keys at dots ({"a.b":1} becomes {"a":{"b":1}}) and refuses
 //     duplicate keys;
 //   - parses numbers as Int64, UInt64 or Float64: integers beyond those are
-//     refused, fractions and exponents lose what Float64 cannot hold
+//     refused (ferry respells those Float64 gives back exactly, see
+//     jsonNumber), fractions and exponents lose what Float64 cannot hold
 //     (3.14159265358979323846 becomes 3.141592653589793, 1e-400 becomes 0);
 //   - gives arrays whose elements are all numbers or booleans (also inside
 //     arrays of arrays) one common type: [true,1] becomes [1,1], and
-//     [9007199254740993,0.5] loses the integer's last digit;
-//   - refuses strings with an unpaired UTF-16 surrogate escape.
+//     [9007199254740993,0.5] loses the integer's last digit, as may
+//     [9007199254740993] after another row (checkScalarMix);
+//   - refuses strings with an unpaired UTF-16 surrogate escape, and values
+//     nested more than about 1,000 levels deep.
+//
+// Many distinct paths (more than the column's max_dynamic_paths) are kept
+// exactly, in the column's shared data.
 //
 // Key order, whitespace, a number's spelling (1.0, 1e2) and string escapes
 // are not part of the value, so they may change.
