@@ -75,7 +75,7 @@ func sameJSON(t *testing.T, what string, ch, pg [][]string) {
 // through the initial copy, inserts, updates (one that leaves a TOASTed
 // jsonb unchanged), deletes and a column added later; ferry verify agrees,
 // and finds a value changed in ClickHouse. Switching back to string copies
-// the table afresh as String.
+// the table afresh as String, as switching to json did as JSON.
 func TestNativeJSON(t *testing.T) {
 	e := jsonEnv(t)
 	e.exec(`CREATE TABLE j (id int PRIMARY KEY, jb jsonb, js json, nn jsonb NOT NULL DEFAULT '{}', arr jsonb[] NOT NULL DEFAULT '{}', big jsonb, n int)`,
@@ -86,6 +86,10 @@ func TestNativeJSON(t *testing.T) {
 			(2, NULL, NULL, '{}', '{}', NULL, 2),
 			(3, '{"deep": {"er": {"est": [true, false, "s"]}}}', '{"a": 1e2, "b": -0.0}', '{"x": ""}', '{}', '{"a": 1}', 3)`)
 	cfg := e.config()
+	e.mustCatchUp(cfg) // --json-type=string first: the switch copies afresh
+	if got := e.chStrings(`SELECT type FROM system.columns WHERE database = '` + e.db + `' AND table = 'j' AND name = 'jb'`); got[0][0] != "Nullable(String)" {
+		t.Fatalf("jb is %s with --json-type=string, want Nullable(String)", got[0][0])
+	}
 	cfg.NativeJSON = true
 	e.mustCatchUp(cfg)
 	types := map[string]string{}
