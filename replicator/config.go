@@ -1,6 +1,7 @@
 package replicator
 
 import (
+	"fmt"
 	"runtime"
 	"time"
 
@@ -30,6 +31,10 @@ type Config struct {
 	// NullAsDefault maps nullable columns to non-Nullable ClickHouse types,
 	// a NULL becoming the type's default (schema.Table.NullAsDefault).
 	NullAsDefault bool
+	// NativeJSON maps json and jsonb columns to ClickHouse's JSON type
+	// (schema.Table.NativeJSON), which needs ClickHouse 25.3: New refuses
+	// it on older servers. Default false: String holding the exact text.
+	NativeJSON bool
 	// TextColumns lists "schema.table.column" names sent as String in
 	// PostgreSQL's text form, whatever their type. Default none.
 	TextColumns []string
@@ -169,4 +174,15 @@ func (c Config) withDefaults() Config {
 		c.Streaming = StreamingAuto
 	}
 	return c
+}
+
+// CheckJSONType refuses Config.NativeJSON for a ClickHouse server without
+// the JSON type (caps.JSON false), whose version is server: the error names
+// the flag, the version and the fix.
+func CheckJSONType(nativeJSON bool, caps schema.Capabilities, server string) error {
+	if !nativeJSON || caps.JSON {
+		return nil
+	}
+	return fmt.Errorf("--json-type=json needs ClickHouse 25.3 or later for its JSON type, and the server is %s; "+
+		"fix: --json-type=string (json and jsonb as String holding the exact text), or upgrade ClickHouse", server)
 }

@@ -124,6 +124,7 @@ func (s *stream) evolveTo(ctx context.Context, rel *relation, d described, byAtt
 	d.restrict(rel.doc.Kept, rel.doc.RowFilter, rel.doc.Excluded)
 	d.table.FullRow = d.ident == 'f' && !hasKey(d.table) && !d.table.AppendOnly
 	d.table.NullAsDefault = rel.tm.Source.NullAsDefault
+	d.table.NativeJSON = rel.tm.Source.NativeJSON
 	if err := applyTextColumns(&d.table, s.rep.textCols[rel.ref.String()]); err != nil {
 		return err
 	}

@@ -96,6 +96,7 @@ func (r *Replicator) relations(ctx context.Context, conn *pgx.Conn, refs []table
 				zap.Stringer("table", ref))
 		}
 		d.table.NullAsDefault = r.cfg.NullAsDefault
+		d.table.NativeJSON = r.cfg.NativeJSON
 		if err := applyTextColumns(&d.table, r.textCols[ref.String()]); err != nil {
 			return nil, err
 		}

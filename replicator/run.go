@@ -56,6 +56,9 @@ func New(cfg Config, sink loader.Sink, store loader.SnapshotStore, caps schema.C
 	if err := checkStreaming(cfg.Streaming); err != nil {
 		return nil, err
 	}
+	if err := CheckJSONType(cfg.NativeJSON, caps, "older than 25.3"); err != nil {
+		return nil, err
+	}
 	textCols, err := textColumnSet(cfg.TextColumns)
 	if err != nil {
 		return nil, err

@@ -31,6 +31,8 @@
 //	other numeric           String                        string, PostgreSQL's exact text
 //	text, varchar, bpchar,  String                        string, the exact bytes (bpchar
 //	"char", name, json(b)                                 keeps its padding)
+//	json(b), NativeJSON     JSON (25.3+; not key columns  JSON, the text (CheckJSON refuses
+//	                        or arrays), else String       what the type would alter)
 //	bytea                   String                        string of the raw bytes
 //	bool                    Bool (21.12+), else UInt8     bool, else uint8
 //	uuid                    UUID                          uuid.UUID
@@ -115,6 +117,16 @@
 // PostgreSQL doesn't enforce declared dimensions, so a multi-dimensional
 // array or one with custom bounds in an Array(Nullable(T)) column (declared
 // one-dimensional, or with no declared dimensions) is an error with the fix.
+//
+// # JSON
+//
+// With Table.NativeJSON, json and jsonb columns that are neither key
+// columns nor arrays are ClickHouse JSON where the server has it. The type
+// keeps a JSON value, not its text, and alters some values (drops null
+// members, splits dotted keys, rounds numbers to Float64, ...): CheckJSON
+// refuses those with ErrUnrepresentable, so that what ClickHouse gives back
+// is the same JSON value, which CanonicalJSON (and Canonical of a JSON)
+// writes alike for both sides.
 //
 // # Names
 //

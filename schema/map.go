@@ -101,6 +101,9 @@ func mapColumn(t Table, col Column, caps Capabilities) ColumnMap {
 		k, cm.Fallback = arrayKind(col, caps, notNull)
 	case col.Enum:
 		k = enumKind(caps)
+	case nativeJSON(t, col, caps):
+		k = jsonKind()
+		cm.fix += " (the column as String), or --json-type=string (every json and jsonb column)"
 	default:
 		var ok bool
 		if k, ok = scalarKind(col.TypeOID, col.TypeBaseName, col.TypeMod, caps); !ok {
@@ -112,6 +115,12 @@ func mapColumn(t Table, col Column, caps Capabilities) ColumnMap {
 		cm.Type, cm.Nullable, cm.zero = nullable(cm.Type), true, nil
 	}
 	return cm
+}
+
+// nativeJSON: the column is json or jsonb and goes to ClickHouse's JSON
+// type. Key columns stay String: ClickHouse can't sort by JSON.
+func nativeJSON(t Table, col Column, caps Capabilities) bool {
+	return t.NativeJSON && caps.JSON && !col.Key && (col.TypeOID == oidJSON || col.TypeOID == oidJSONB)
 }
 
 // arrayKind maps an array column. A NOT NULL array declared with at most

@@ -45,6 +45,11 @@ type Table struct {
 	// ClickHouse types, a NULL becoming the type's default (0, '', the
 	// epoch, an empty array): --nullable=default-values.
 	NullAsDefault bool `json:",omitempty"`
+	// NativeJSON maps json and jsonb columns (not arrays of them, nor key
+	// columns) to ClickHouse's JSON type where the server has it
+	// (Capabilities.JSON), refusing values it would not store exactly
+	// (CheckJSON): --json-type=json. Else they are String.
+	NativeJSON bool `json:",omitempty"`
 	// DistinctNull: the table's row keys encode NULL apart from the text \N
 	// (AppendRowKeyValue). Tables whose ClickHouse rows were keyed before
 	// ferry did so keep the old keys until the table is copied anew.
@@ -79,6 +84,9 @@ type Capabilities struct {
 	// ReplaceView is CREATE OR REPLACE VIEW (18.16 lacks it; from 21.8
 	// at the latest). Without it a view is dropped and created again.
 	ReplaceView bool // CREATE OR REPLACE VIEW: 21.8+ (approximately)
+	// JSON is the JSON type, production-ready from 25.3 (Nullable(JSON)
+	// from 25.2).
+	JSON bool // JSON: 25.3+
 }
 
 // CapabilitiesFor returns what a server of the given version supports.
@@ -94,5 +102,6 @@ func CapabilitiesFor(major, minor int) Capabilities {
 		RenameColumn:   at(20, 4),
 		ExchangeTables: at(20, 8),
 		ReplaceView:    at(21, 8),
+		JSON:           at(25, 3),
 	}
 }

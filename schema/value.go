@@ -37,6 +37,8 @@ func appendLiteral(b []byte, v any) ([]byte, error) {
 		return append(b, "NULL"...), nil
 	case string:
 		return append(b, QuoteCHString(x)...), nil
+	case JSON:
+		return append(b, QuoteCHString(string(x))...), nil
 	case bool:
 		return append(b, boolDigit(x)...), nil
 	case float32:
@@ -108,7 +110,8 @@ func appendDecimalLiteral(b []byte, d decimal.Decimal) ([]byte, error) {
 // any width and bools (as 1 and 0) are decimal; floats are shortest
 // round-trip text with nan, inf and -inf; decimals are normalized (1.50 and
 // 1.5 are "1.5"); times are UTC "2006-01-02 15:04:05.999999"; UUIDs are
-// their 36-byte form; slices are [a,b,\N] with strings quoted. A top-level
+// their 36-byte form; JSON is CanonicalJSON; slices are [a,b,\N] with
+// strings quoted. A top-level
 // string or []byte is its raw bytes, so the string `\N` reads like NULL.
 func Canonical(v any) string {
 	return string(appendCanonical(nil, v, false))
@@ -123,6 +126,8 @@ func appendCanonical(b []byte, v any, inArray bool) []byte {
 		return appendCanonicalString(b, x, inArray)
 	case []byte:
 		return appendCanonicalString(b, string(x), inArray)
+	case JSON:
+		return appendCanonicalString(b, CanonicalJSON(string(x)), inArray)
 	case bool:
 		return append(b, boolDigit(x)...)
 	case float32:

@@ -22,7 +22,7 @@ type checkCmd struct {
 // any would stop ferry run.
 func (c *checkCmd) Run(ctx context.Context, log *zap.Logger) error {
 	cfg := replicator.Config{ConnString: c.PG, Slot: c.Slot, Publication: c.Publication, Tables: c.Tables,
-		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns, NullAsDefault: c.Nullable == "default-values",
+		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns, NullAsDefault: c.Nullable == "default-values", NativeJSON: c.JSONType == "json",
 		ExcludeColumns: c.ExcludeColumns, RowFilters: c.RowFilter, Logger: zap.NewNop()}
 	var ps []replicator.Problem
 	var info []string
@@ -44,6 +44,10 @@ func (c *checkCmd) Run(ctx context.Context, log *zap.Logger) error {
 		ps = append(ps, replicator.Problem{Check: "clickhouse", Blocking: true, Detail: err.Error(), Fix: fix})
 	} else {
 		info = append(info, fmt.Sprintf("ClickHouse %s reachable, database %s", sink.ServerVersion(), sink.Database()))
+		if err := replicator.CheckJSONType(c.JSONType == "json", sink.Capabilities(), "ClickHouse "+sink.ServerVersion()); err != nil {
+			ps = append(ps, replicator.Problem{Check: "json-type", Blocking: true, Detail: err.Error(),
+				Fix: "--json-type=string, or upgrade ClickHouse to 25.3 or later"})
+		}
 		sink.Close()
 	}
 	blocking := 0

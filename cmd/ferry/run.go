@@ -33,6 +33,7 @@ type tableFlags struct {
 	// Filters apply in the publication, so they need PostgreSQL 15.
 	ExcludeColumns []string `name:"exclude-columns" help:"Columns (schema.table.column,...) left out of the publication's column list: their values never leave PostgreSQL (PostgreSQL 15+)." env:"FERRY_EXCLUDE_COLUMNS"`
 	Nullable       string   `help:"Columns that may hold NULL: keep (Nullable ClickHouse types), or default-values (plain types, a NULL becoming the type's default: 0, '', the epoch, an empty array; ferry verify compares with the same mapping). Direct ClickHouse sink only." default:"keep" enum:"keep,default-values" env:"FERRY_NULLABLE"`
+	JSONType       string   `name:"json-type" help:"ClickHouse type of json and jsonb columns: string (String holding PostgreSQL's exact text), or json (ClickHouse's JSON type, queryable by path, ClickHouse 25.3+; a value it would not store exactly, such as a null member, a key with a dot or a number beyond Float64, stops ferry naming the column; ferry verify compares the JSON values). Key columns and arrays stay String. Direct ClickHouse sink only." default:"string" enum:"string,json" env:"FERRY_JSON_TYPE"`
 	RowFilter      []string `name:"row-filter" sep:"none" help:"Rows to replicate of one table, 'schema.table:WHERE condition'; repeat the flag per table. The publication's row filter (PostgreSQL 15+); with UPDATE and DELETE it may use only replica identity columns." env:"FERRY_ROW_FILTER"`
 }
 
@@ -61,6 +62,10 @@ func (c *runCmd) Run(ctx context.Context, log *zap.Logger) error {
 			return fmt.Errorf("--nullable=%s is for the direct ClickHouse sink: with --sink kafka the events carry NULLs as they are, "+
 				"and ferry load makes the ClickHouse tables (drop --nullable or FERRY_NULLABLE)", c.Nullable)
 		}
+		if c.JSONType != "string" {
+			return fmt.Errorf("--json-type=%s is for the direct ClickHouse sink: with --sink kafka the events carry json and jsonb as text, "+
+				"and ferry load makes the ClickHouse tables with String columns (drop --json-type or FERRY_JSON_TYPE)", c.JSONType)
+		}
 		if len(c.TableShapes) > 0 {
 			return fmt.Errorf("--table-shapes goes to whatever makes the ClickHouse tables: with --sink kafka that is ferry load, so give it there " +
 				"(and remove table-shapes from ferry run's configuration, or FERRY_TABLE_SHAPES)")
@@ -72,6 +77,9 @@ func (c *runCmd) Run(ctx context.Context, log *zap.Logger) error {
 		return err
 	}
 	defer sink.Close()
+	if err := replicator.CheckJSONType(c.JSONType == "json", sink.Capabilities(), "ClickHouse "+sink.ServerVersion()); err != nil {
+		return err
+	}
 	existed, err := sink.DatabaseExists(ctx)
 	if err != nil {
 		return err
@@ -116,6 +124,7 @@ func (c *runCmd) replicatorConfig(log *zap.Logger, obs *observer) replicator.Con
 		AppendOnly:     c.AppendOnly,
 		TextColumns:    c.TextColumns,
 		NullAsDefault:  c.Nullable == "default-values",
+		NativeJSON:     c.JSONType == "json",
 		ExcludeColumns: c.ExcludeColumns,
 		RowFilters:     c.RowFilter,
 		CatchUp:        c.CatchUp,

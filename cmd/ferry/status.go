@@ -65,7 +65,7 @@ func (c *statusCmd) Run(ctx context.Context, log *zap.Logger) error {
 
 func (c *statusCmd) read(ctx context.Context, log *zap.Logger) (status, error) {
 	cfg := replicator.Config{ConnString: c.PG, Slot: c.Slot, Publication: c.Publication, Tables: c.Tables,
-		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns, NullAsDefault: c.Nullable == "default-values",
+		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns, NullAsDefault: c.Nullable == "default-values", NativeJSON: c.JSONType == "json",
 		ExcludeColumns: c.ExcludeColumns, RowFilters: c.RowFilter, Logger: zap.NewNop()}
 	slot, err := replicator.Status(ctx, cfg)
 	if err != nil {

@@ -26,7 +26,7 @@ var errNotConfirmed = errors.New("nothing done: pass --yes to tear down")
 
 func (c *teardownCmd) Run(ctx context.Context, log *zap.Logger) error {
 	cfg := replicator.Config{ConnString: c.PG, Slot: c.Slot, Publication: c.Publication, Tables: c.Tables,
-		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns, NullAsDefault: c.Nullable == "default-values",
+		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns, NullAsDefault: c.Nullable == "default-values", NativeJSON: c.JSONType == "json",
 		ExcludeColumns: c.ExcludeColumns, RowFilters: c.RowFilter, Logger: zap.NewNop()}
 	var chTables []string
 	var sink *clickhouse.Sink

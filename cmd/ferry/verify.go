@@ -32,9 +32,12 @@ func (c *verifyCmd) Run(ctx context.Context, log *zap.Logger) error {
 		return err
 	}
 	defer sink.Close()
+	if err := replicator.CheckJSONType(c.JSONType == "json", sink.Capabilities(), "ClickHouse "+sink.ServerVersion()); err != nil {
+		return err
+	}
 	cfg := replicator.Config{
 		ConnString: c.PG, Slot: c.Slot, Publication: c.Publication, Tables: c.Tables,
-		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns, NullAsDefault: c.Nullable == "default-values",
+		AppendOnly: c.AppendOnly, TextColumns: c.TextColumns, NullAsDefault: c.Nullable == "default-values", NativeJSON: c.JSONType == "json",
 		ExcludeColumns: c.ExcludeColumns, RowFilters: c.RowFilter, Logger: log,
 	}
 	tms, err := replicator.Tables(ctx, cfg, sink.Capabilities())

@@ -144,6 +144,9 @@ func (s *Sink) insertExternal(ctx context.Context, tm *schema.TableMap, header [
 	for i, h := range header {
 		typ, c := string(h.Type()), "c"+strconv.Itoa(i)
 		exprs[i] = c
+		if i < len(tm.Columns) {
+			typ = externalType(tm.Columns[i], typ)
+		}
 		if raw[i] = i < len(tm.Columns) && isRawTime(tm.Columns[i]); raw[i] {
 			typ = strings.ReplaceAll(typ, rawTimeType, "Int64")
 			exprs[i] = "fromUnixTimestamp64Micro(" + c + ", 'UTC')"
@@ -167,7 +170,7 @@ func (s *Sink) insertExternal(ctx context.Context, tm *schema.TableMap, header [
 		}
 	}
 	q := tm.InsertSQL(s.db) + " SELECT " + strings.Join(exprs, ", ") + " FROM " + externalTable
-	if err := s.conn.Exec(ch.Context(ctx, ch.WithExternalTable(t)), q); err != nil {
+	if err := s.conn.Exec(ch.Context(jsonInsertContext(ctx, tm), ch.WithExternalTable(t)), q); err != nil {
 		return s.red.wrap(classify(err), "clickhouse: insert %d rows into %s", len(rows), name)
 	}
 	return nil

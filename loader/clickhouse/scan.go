@@ -64,7 +64,7 @@ func (s *Sink) ScanColumns(ctx context.Context, tm *schema.TableMap) (int, error
 func (s *Sink) ScanLiveColumns(ctx context.Context, tm *schema.TableMap, cols []int, fn func(values []any) error) error {
 	names := make([]string, len(cols))
 	for i, c := range cols {
-		names[i] = rawTimeSelect(tm.Columns[c], schema.QuoteCH(tm.Columns[c].Name))
+		names[i] = readSelect(tm.Columns[c], schema.QuoteCH(tm.Columns[c].Name))
 	}
 	q := "SELECT " + strings.Join(names, ", ") + " FROM " + s.table(tm.Name) + " FINAL WHERE " +
 		schema.QuoteCH(schema.DeletedColumn) + " = 0"
@@ -118,9 +118,7 @@ func (s *Sink) scan(ctx context.Context, tm *schema.TableMap, q string, cols []i
 			if vals[i], err = value(d); err != nil {
 				return fmt.Errorf("column %q: %w", tm.Columns[cols[i]].Name, err)
 			}
-			if isRawTime(tm.Columns[cols[i]]) {
-				vals[i] = fromMicros(vals[i])
-			}
+			vals[i] = fromRead(tm.Columns[cols[i]], vals[i])
 		}
 		if err := fn(vals); err != nil {
 			return err

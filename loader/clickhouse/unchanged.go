@@ -307,9 +307,7 @@ func (s *Sink) scanLatest(ctx context.Context, tm *schema.TableMap, q string, co
 			if st.values[j], err = value(dest[n]); err != nil {
 				return fmt.Errorf("column %q: %w", tm.Columns[j].Name, err)
 			}
-			if isRawTime(tm.Columns[j]) {
-				st.values[j] = fromMicros(st.values[j])
-			}
+			st.values[j] = carried(tm.Columns[j], fromRead(tm.Columns[j], st.values[j]))
 		}
 		st.version = *dest[len(cols)].(*uint64)
 		st.deleted = *dest[len(cols)+1].(*uint8) != 0
@@ -336,10 +334,10 @@ func (s *Sink) lookupQuery(tm *schema.TableMap, rows []loader.Row, todo []int, c
 		if n > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(rawTimeSelect(tm.Columns[k], schema.QuoteCH(tm.Columns[k].Name)))
+		b.WriteString(readSelect(tm.Columns[k], schema.QuoteCH(tm.Columns[k].Name)))
 	}
 	for _, j := range cols[len(tm.Key):] {
-		b.WriteString(", " + rawTimeSelect(tm.Columns[j], "tupleElement(argMax(tuple("+schema.QuoteCH(tm.Columns[j].Name)+"), "+version+"), 1)"))
+		b.WriteString(", " + readSelect(tm.Columns[j], "tupleElement(argMax(tuple("+schema.QuoteCH(tm.Columns[j].Name)+"), "+version+"), 1)"))
 	}
 	b.WriteString(", max(" + version + "), argMax(" + schema.QuoteCH(schema.DeletedColumn) + ", " + version + ")")
 	b.WriteString(" FROM " + s.table(tm.Name) + " WHERE (" + keyList.String() + ") IN (")

@@ -123,7 +123,7 @@ func (s *Sink) insert(ctx context.Context, tm *schema.TableMap, rows []loader.Ro
 // expects the columns ferry sends, in its order.
 func (s *Sink) prepareInsert(ctx context.Context, tm *schema.TableMap) (driver.Batch, error) {
 	name := s.table(tm.Name)
-	batch, err := s.conn.PrepareBatch(ctx, insertQuery(tm.InsertSQL(s.db)))
+	batch, err := s.conn.PrepareBatch(jsonInsertContext(ctx, tm), insertQuery(tm.InsertSQL(s.db)))
 	if err != nil {
 		return nil, s.red.wrap(classify(err), "clickhouse: insert into %s", name)
 	}
