@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -78,7 +79,49 @@ func readCut(ctx context.Context, conn *pgx.Conn, slot string) (*copyCut, uint64
 		return nil, 0, err
 	}
 	c.End = uint64(end)
+	if err := waitFlushed(ctx, conn, end); err != nil {
+		return nil, 0, err
+	}
 	return c, max(uint64(restart), 1) - 1, nil
+}
+
+// flushWait bounds waitFlushed: the WAL writer flushes an asynchronous
+// commit within three times wal_writer_delay, which is at most 10 s.
+const flushWait = 2 * time.Minute
+
+// waitFlushed returns once PostgreSQL has flushed its WAL up to end.
+//
+// A snapshot sees a transaction as soon as it commits, but with
+// synchronous_commit = off the commit is durable only once the WAL writer
+// flushes it, a fraction of a second later. A copy that read such a
+// transaction's rows, if PostgreSQL then crashed and lost it, would leave
+// ClickHouse with rows the transaction inserted and without those it
+// deleted or moved, and nothing in the stream would ever undo them. After
+// the crash PostgreSQL may also give a later transaction the lost one's
+// id, and write its commit below end, which the cut would take for one
+// the copy holds. Waiting until everything before end, which holds every
+// commit the snapshot sees, is on disk rules both out: a crash from then
+// on keeps them. (The initial copy's snapshot is the slot's, which
+// PostgreSQL builds from WAL it has flushed.)
+func waitFlushed(ctx context.Context, conn *pgx.Conn, end pglogrepl.LSN) error {
+	deadline := time.Now().Add(flushWait)
+	for {
+		var flushed pglogrepl.LSN
+		if err := conn.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(lsnScanner{&flushed}); err != nil {
+			return fmt.Errorf("read the flushed WAL position: %w", err)
+		}
+		if flushed >= end {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("PostgreSQL has not flushed its WAL up to %s, where the copy's snapshot was taken, in %s (flushed: %s)", end, flushWait, flushed)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // parseCut reads a txid_snapshot's text form, xmin:xmax:xip,xip,…

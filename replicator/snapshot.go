@@ -102,6 +102,12 @@ func (r *Replicator) copyFresh(ctx context.Context, rel *relation, target *schem
 	if err != nil {
 		return err
 	}
+	// The partitions the stream watches from here on are those the copy
+	// sees: a TRUNCATE of the root the snapshot holds is left out of the
+	// stream, so nothing after the copy would explain its new files.
+	if err := refreshLeaves(ctx, conn, rel); err != nil {
+		return fmt.Errorf("copy of %s: %w", rel.ref, err)
+	}
 	cut, version, err := readCut(ctx, conn, r.cfg.Slot)
 	if err != nil {
 		return fmt.Errorf("copy of %s: %w", rel.ref, err)

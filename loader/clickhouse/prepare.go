@@ -188,9 +188,48 @@ func normType(t string) string {
 	return b.String()
 }
 
-// Truncate removes every row of the table. ClickHouse runs it synchronously:
-// rows written after it returns are kept.
+// Truncate removes every row of the table, for good: rows written after it
+// returns are kept, and a restart of the server brings none of the old
+// ones back.
+//
+// TRUNCATE alone does not promise the second part on every server.
+// ClickHouse 18.16 takes the table's parts out of use but leaves on disk,
+// for old_parts_lifetime (8 minutes), those that a merge was reading at
+// the time (with more than a handful of parts, usually all of them), and a
+// server restarted meanwhile loads them again: the truncated rows are
+// back, while ferry has confirmed the WAL past the truncation. The server
+// lists such parts, inactive, in system.parts; when any with rows is left
+// the table is swapped for an empty one of the same definition, and the
+// old one dropped, which removes its files at once. (26.7 leaves none.)
+// On a cluster the tables are replicated, ZooKeeper keeps the list of
+// their parts, and TRUNCATE ON CLUSTER is left as it is (not checked
+// across a restart).
 func (s *Sink) Truncate(ctx context.Context, tm *schema.TableMap) error {
-	return s.exec(ctx, tm.TruncateSQL(s.db, s.cluster),
-		fmt.Sprintf("truncate table %s", s.table(tm.Name)))
+	if err := s.exec(ctx, tm.TruncateSQL(s.db, s.cluster),
+		fmt.Sprintf("truncate table %s", s.table(tm.Name))); err != nil {
+		return err
+	}
+	if s.cluster != "" {
+		return nil
+	}
+	var left uint64
+	q := "SELECT count() FROM system.parts WHERE database = " + schema.QuoteCHString(s.db) +
+		" AND table = " + schema.QuoteCHString(tm.Name) + " AND rows > 0"
+	if err := s.conn.QueryRow(ctx, q).Scan(&left); err != nil {
+		return s.red.wrap(err, "clickhouse: look for the parts of %s that TRUNCATE left", s.table(tm.Name))
+	}
+	if left == 0 {
+		return nil
+	}
+	empty := *tm
+	empty.Name = tm.Name + "__ferry_empty"
+	if err := s.exec(ctx, "DROP TABLE IF EXISTS "+s.table(empty.Name), "drop table "+s.table(empty.Name)); err != nil {
+		return err
+	}
+	if err := s.exec(ctx, "CREATE TABLE "+s.table(empty.Name)+" AS "+s.table(tm.Name),
+		"create an empty table like "+s.table(tm.Name)); err != nil {
+		return err
+	}
+	s.log.Debug("TRUNCATE left parts on disk: swapping in an empty table", zap.String("table", tm.Name), zap.Uint64("parts", left))
+	return s.SwapTable(ctx, tm, &empty)
 }
