@@ -255,11 +255,15 @@ func (s *stream) join(ctx context.Context, oid uint32) error {
 	if err != nil {
 		return err
 	}
+	if err := s.awaitVisible(ctx, conn); err != nil {
+		return err
+	}
 	published, err := s.rep.published(ctx, conn, oid)
 	if err != nil {
 		return err
 	}
 	if published == nil {
+		s.log.Debug("a table in the stream that ferry does not replicate: leaving it out", zap.Uint32("oid", oid))
 		s.skipped[oid] = true
 		return nil
 	}
