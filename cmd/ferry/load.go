@@ -42,7 +42,8 @@ func (c *loadCmd) Run(ctx context.Context, log *zap.Logger) error {
 		return err
 	}
 	sink, err := clickhouse.New(ctx, clickhouse.Config{DSN: c.CH, Database: c.CHDatabase, Logger: log,
-		CAFile: c.CHCAFile, Password: c.chPassword, Fsync: c.CHFsync, CurrentViews: c.CurrentViews})
+		CAFile: c.CHCAFile, Password: c.chPassword, Fsync: c.CHFsync, CurrentViews: c.CurrentViews,
+		SharedTables: true})
 	if err != nil {
 		return err
 	}

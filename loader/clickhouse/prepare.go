@@ -203,13 +203,14 @@ func normType(t string) string {
 // old one dropped, which removes its files at once. (26.7 leaves none.)
 // On a cluster the tables are replicated, ZooKeeper keeps the list of
 // their parts, and TRUNCATE ON CLUSTER is left as it is (not checked
-// across a restart).
+// across a restart). With Config.SharedTables (ferry load) the swap, which
+// would drop the rows another loader writes meanwhile, is left out too.
 func (s *Sink) Truncate(ctx context.Context, tm *schema.TableMap) error {
 	if err := s.exec(ctx, tm.TruncateSQL(s.db, s.cluster),
 		fmt.Sprintf("truncate table %s", s.table(tm.Name))); err != nil {
 		return err
 	}
-	if s.cluster != "" {
+	if s.cluster != "" || s.shared {
 		return nil
 	}
 	var left uint64

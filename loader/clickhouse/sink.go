@@ -68,6 +68,12 @@ type Config struct {
 	// column changes, renames and rebuilds. Not supported with Cluster.
 	// Default: off.
 	CurrentViews bool
+	// SharedTables says that other processes write into the same tables
+	// while this sink does (the loaders of one ferry load group): Truncate
+	// then never swaps in an empty table, whose swap would lose their rows
+	// written in between, and leaves ClickHouse 18.16's TRUNCATE as it is
+	// (see Truncate). Default: off, the sink is the tables' only writer.
+	SharedTables bool
 	// Clock is read for the updated column of ferry's state tables.
 	// Default: time.Now.
 	Clock func() time.Time
@@ -84,6 +90,7 @@ type Sink struct {
 	caps    schema.Capabilities
 	fsync   bool // Config.Fsync
 	views   bool // Config.CurrentViews
+	shared  bool // Config.SharedTables
 	version string
 	chunk   int
 	red     redactor
@@ -139,6 +146,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	s := &Sink{
 		fsync:   cfg.Fsync,
 		views:   cfg.CurrentViews,
+		shared:  cfg.SharedTables,
 		cluster: cfg.Cluster,
 		db:      cfg.Database,
 		host:    strings.Join(opts.Addr, ","),
