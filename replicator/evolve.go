@@ -165,6 +165,11 @@ func (s *stream) evolveTo(ctx context.Context, rel *relation, d described, byAtt
 	// shape, rebuild again (the copy marks the table stale).
 	historic := version < rel.shapedAt
 	next.shapedAt = max(rel.shapedAt, version)
+	for oid, other := range s.byOID {
+		if oid != rel.ref.OID && other.tm.Name == tm.Name {
+			return fmt.Errorf("tables %s and %s would both become ClickHouse table %q: rename one", other.ref, next.ref, tm.Name)
+		}
+	}
 	if err := ev.RenameTable(ctx, rel.tm, tm); err != nil {
 		return err
 	}

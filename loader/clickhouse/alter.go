@@ -60,6 +60,9 @@ func (s *Sink) RenameTable(ctx context.Context, from, to *schema.TableMap) error
 	if s.cluster != "" {
 		return s.errClusterRebuild("rename table", from)
 	}
+	if err := s.setAside(ctx, from, to); err != nil {
+		return err
+	}
 	q := schema.RenameTableSQL(s.db, [2]string{from.Name, to.Name})
 	if err := s.exec(ctx, q, fmt.Sprintf("rename table %s to %s", s.table(from.Name), s.table(to.Name))); err != nil {
 		return reject(err)
@@ -71,6 +74,33 @@ func (s *Sink) RenameTable(ctx context.Context, from, to *schema.TableMap) error
 	renamed := *from
 	renamed.Name = to.Name
 	return s.syncView(ctx, &renamed)
+}
+
+// setAside handles a rename whose target exists, as one received again
+// after ferry stopped between the RENAME and the state that records it:
+// the next start copied the table afresh under its old name, and the
+// table of the new name is the first try's, which the stream no longer
+// writes. It may as well be the rows ferry kept of a table dropped in
+// PostgreSQL. Either way it is renamed aside, to a name of its own that
+// the warning gives, rather than dropped, and the rename goes ahead. A
+// table of that name that is not one of ferry's is left alone: the rename
+// fails, naming it.
+func (s *Sink) setAside(ctx context.Context, from, to *schema.TableMap) error {
+	have, err := s.columns(ctx, to.Name)
+	if err != nil || len(have) == 0 {
+		return err
+	}
+	if _, ok := have[schema.VersionColumn]; !ok {
+		return fmt.Errorf("clickhouse: rename table %s to %s: a table of that name exists and is not one ferry made (it has no %s column): rename or drop it, then start ferry again",
+			s.table(from.Name), s.table(to.Name), schema.VersionColumn)
+	}
+	aside := to.Name + "__ferry_aside_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	s.log.Warn("renaming a table to a name ClickHouse already has: the table of that name is kept under another (left from before a restart, or kept from a table dropped in PostgreSQL); drop it once you do not need it",
+		zap.String("from", from.Name), zap.String("to", to.Name), zap.String("kept_as", aside))
+	if err := s.dropView(ctx, to.Name); err != nil {
+		return err
+	}
+	return s.exec(ctx, schema.RenameTableSQL(s.db, [2]string{to.Name, aside}), fmt.Sprintf("rename table %s to %s", s.table(to.Name), s.table(aside)))
 }
 
 // SwapTable puts shadow in target's place and drops the old table. In an
