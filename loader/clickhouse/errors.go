@@ -96,6 +96,7 @@ func reject(err error) error { return &rejectedError{err: err} }
 // transientCodes are ClickHouse error codes that go away by themselves.
 var transientCodes = map[int32]bool{
 	3:   true, // UNEXPECTED_END_OF_FILE
+	32:  true, // ATTEMPT_TO_READ_AFTER_EOF (a Distributed insert whose shard's connection closed, e.g. a replica restarting)
 	159: true, // TIMEOUT_EXCEEDED
 	160: true, // TOO_SLOW
 	164: true, // READONLY (a replica restarting)

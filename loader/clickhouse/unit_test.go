@@ -19,6 +19,7 @@ func TestIsRetryable(t *testing.T) {
 		{&proto.Exception{Code: 252, Message: "Too many parts"}, true},
 		{&proto.Exception{Code: 241, Message: "Memory limit exceeded"}, true},
 		{classify(&proto.Exception{Code: 279, Message: "All connection tries failed"}), true},
+		{classify(&proto.Exception{Code: 32, Message: "Attempt to read after eof: while receiving packet from 127.0.0.1:40520"}), true},
 		{fmt.Errorf("insert: %w", &proto.Exception{Code: 27, Message: "Cannot parse input"}), false},
 		{classify(&proto.Exception{Code: 53, Message: "Type mismatch"}), false},
 		{fmt.Errorf("x: %w", syscall.ECONNREFUSED), true},
