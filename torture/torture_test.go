@@ -62,6 +62,13 @@ var ciRestarts = [][2]uint64{{9, 0}}
 // a Kafka round), one a leg: seed 6 round 0 kills ferry load in the
 // initial copy, cuts ferry run's PostgreSQL connections, then kills ferry
 // run, with DDL capture, append-only and text columns (about 15 s).
+// (Long seed 236560 round 6, through Kafka on 18.16, met once
+// PostgreSQL 15.18's "could not map filenode ... to relation OID" at the
+// first decode from the slot ferry made again after its first initial
+// copy found a table changed, while the sessions ran DDL: ferry retried it
+// until ferry run --catch-up's 5 minutes were up. Not reproduced on two
+// re-runs; a finding, not yet fixed, and not the Kafka path's: the
+// walsender fails before any sink sees a change.)
 var ciKafka = [][2]uint64{{6, 0}}
 
 func TestTorture(t *testing.T) {
