@@ -70,7 +70,8 @@ perf: build stack-up
 ##          (default 20m; SEED=n fixes the first seed; CH=modern|legacy|both, default both), then a table
 ##          of rounds, operations, faults, rows checked and disagreements; failing plans in TORTURE_DIR;
 ##          AVOID=list names known bugs to steer clear of (torture.Known; default: the test's own list);
-##          RESTARTS=n: one round in n restarts servers, private ones (default 2; 0: none; needs root)
+##          RESTARTS=n: one round in n restarts servers, private ones (default 2; 0: none; needs root);
+##          KAFKA=auto|always|never: rounds through Kafka (default auto: one round in four)
 DURATION    ?= 20m
 SEED        ?= 0
 CH          ?= both
@@ -79,7 +80,8 @@ torture:
 	if [ -f .stack/env ]; then . .stack/env; fi; \
 	$(GO) test -count=1 -v -timeout 0 -run 'TestTorture$$' ./torture \
 	  -torture.duration=$(DURATION) -torture.seed=$(SEED) -torture.ch=$(CH) -torture.dir=$(TORTURE_DIR) \
-	  $(if $(AVOID),-torture.avoid=$(AVOID)) $(if $(RESTARTS),-torture.restarts=$(RESTARTS))
+	  $(if $(AVOID),-torture.avoid=$(AVOID)) $(if $(RESTARTS),-torture.restarts=$(RESTARTS)) \
+	  $(if $(KAFKA),-torture.kafka=$(KAFKA))
 
 ## clean: remove build output (the stack's data stays; use stack-down first)
 clean:

@@ -11,7 +11,9 @@
 // (restart.go): PostgreSQL stopped fast or crash-like and ClickHouse
 // stopped or killed, at an offset or at the start of an initial copy or
 // a rebuild, on a PostgreSQL and a ClickHouse of torture's own (Private),
-// never the shared stack's. Run executes it in a private PostgreSQL
+// never the shared stack's. Some rounds go through Kafka (kafka.go): ferry
+// run --sink kafka into an in-process broker and ferry load --from-kafka
+// into ClickHouse, both under the faults. Run executes it in a private PostgreSQL
 // database, role and slot and a private ClickHouse database, catches up
 // with ferry run --catch-up, and compares every published table with a
 // fingerprint computed in SQL on each side, independent of ferry verify,

@@ -15,6 +15,7 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/ferry-cdc/ferry/internal/testkit"
 )
@@ -39,6 +40,7 @@ type env struct {
 	adminURL string // the database as the superuser
 	pg       *pgx.Conn
 	ch       driver.Conn
+	kafka    *kfake.Cluster // a Kafka round's broker
 }
 
 func newEnv(ctx context.Context, srv Servers) (*env, error) {
@@ -108,6 +110,9 @@ func (e *env) close() {
 		_ = e.ch.Exec(ctx, "DROP DATABASE IF EXISTS `"+e.name+"`")
 		e.ch.Close()
 	}
+	if e.kafka != nil {
+		e.kafka.Close()
+	}
 }
 
 // viaProxy is url u with its host:port replaced by addr.
@@ -140,7 +145,7 @@ func ferryEnv() []string {
 	return out
 }
 
-// proc is a running `ferry run`.
+// proc is a running ferry: `ferry run`, or a Kafka round's `ferry load`.
 type proc struct {
 	cmd    *exec.Cmd
 	out    *testkit.Buffer

@@ -14,6 +14,10 @@ type fault struct {
 	At   time.Duration
 	Kind string // kill9, sigterm, cut-pg, cut-ch, stall-ch, or a restart (restartKinds)
 	When string // a restart's phase: at the first "copy", "rebuild" or "write" from At on ("": at At)
+	// Of is the process a kill9 or sigterm of a Kafka round hits: "run"
+	// (ferry run --sink kafka) or "load" (ferry load --from-kafka); ""
+	// on the direct path, where ferry run is the only one.
+	Of string
 }
 
 // Plan is everything a round does, generated from (seed, round) alone:
@@ -34,6 +38,9 @@ type Plan struct {
 	// StrictReplays: see Size.
 	StrictReplays bool
 	AsyncCommit   bool // the role commits with synchronous_commit = off (restart rounds only)
+	// Kafka rounds go through Kafka (kafka.go): ferry run --sink kafka
+	// into an in-process broker, ferry load --from-kafka into ClickHouse.
+	Kafka bool
 }
 
 // Size is how big a round is.
@@ -53,6 +60,9 @@ type Size struct {
 	// differ a disagreement; otherwise an event (FINAL shows the later
 	// write, so the fingerprint may still agree).
 	StrictReplays bool
+	// KafkaEvery: one round in KafkaEvery goes through Kafka (1: every
+	// round; 0: none). A Kafka round has no server restarts.
+	KafkaEvery int
 }
 
 // Known are the bugs Size.Avoid may name.
@@ -121,7 +131,10 @@ func NewPlan(seed, round uint64, legacy bool, sz Size) *Plan {
 		p.Faults = append(p.Faults, fault{At: at, Kind: kinds[r.IntN(len(kinds))]})
 	}
 	sort.Slice(p.Faults, func(i, j int) bool { return p.Faults[i].At < p.Faults[j].At })
-	addRestarts(p, g, sz)
+	addKafka(p, sz)
+	if !p.Kafka {
+		addRestarts(p, g, sz)
+	}
 	p.StrictReplays = sz.StrictReplays
 	return p
 }
@@ -148,6 +161,9 @@ func (p *Plan) Script() string {
 	fmt.Fprintf(&b, "\n-- ferry setup (DDL capture): %v; sessions: %d\n", p.Setup, p.Sessions)
 	if p.HasRestarts() {
 		fmt.Fprintf(&b, "-- restarts servers: runs on a private PostgreSQL and ClickHouse; the role's synchronous_commit off: %v\n", p.AsyncCommit)
+	}
+	if p.Kafka {
+		b.WriteString("-- through Kafka: ferry run --sink kafka into an in-process broker (kfake), ferry load --from-kafka into ClickHouse (replay with -torture.kafka always)\n")
 	}
 	b.WriteString("-- the role runs with logical_decoding_work_mem = 64kB\n\n-- schema\n")
 	for _, q := range p.Schema {

@@ -16,11 +16,11 @@ type table struct {
 }
 
 type row struct {
-	rounds, ops, opErrors, faults, tables int
-	restarts, restartsInPhase             int
-	rowsChecked, replayed                 uint64
-	disagreements, exits                  int
-	elapsed                               time.Duration
+	rounds, kafka, ops, opErrors, faults, tables int
+	restarts, restartsInPhase                    int
+	rowsChecked, replayed                        uint64
+	disagreements, exits                         int
+	elapsed                                      time.Duration
 }
 
 func (t *table) add(srv torture.Servers, res *torture.Result) {
@@ -35,6 +35,9 @@ func (t *table) add(srv torture.Servers, res *torture.Result) {
 		t.order = append(t.order, n)
 	}
 	r.rounds++
+	if res.Kafka {
+		r.kafka++
+	}
 	r.ops += res.Ops
 	r.opErrors += res.OpErrors
 	r.faults += res.Faults
@@ -54,10 +57,10 @@ func (t *table) fail(s string) { t.failures = append(t.failures, s) }
 
 func (t *table) String() string {
 	var b strings.Builder
-	b.WriteString("| ClickHouse | rounds | operations (refused) | faults injected (server restarts, in a copy or rebuild) | events (ferry exits of its own, ...) | tables checked | rows checked | rows stored twice (replays FINAL collapses) | disagreements | time |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| ClickHouse | rounds (through Kafka) | operations (refused) | faults injected (server restarts, in a copy or rebuild) | events (ferry exits of its own, ...) | tables checked | rows checked | rows stored twice (replays FINAL collapses) | disagreements | time |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, n := range t.order {
 		r := t.rows[n]
-		fmt.Fprintf(&b, "| %s | %d | %d (%d) | %d (%d, %d) | %d | %d | %d | %d | %d | %s |\n", n, r.rounds, r.ops, r.opErrors, r.faults, r.restarts, r.restartsInPhase, r.exits, r.tables, r.rowsChecked, r.replayed, r.disagreements, r.elapsed.Round(time.Second))
+		fmt.Fprintf(&b, "| %s | %d (%d) | %d (%d) | %d (%d, %d) | %d | %d | %d | %d | %d | %s |\n", n, r.rounds, r.kafka, r.ops, r.opErrors, r.faults, r.restarts, r.restartsInPhase, r.exits, r.tables, r.rowsChecked, r.replayed, r.disagreements, r.elapsed.Round(time.Second))
 	}
 	for _, f := range t.failures {
 		b.WriteString("- " + f + "\n")

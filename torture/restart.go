@@ -349,8 +349,11 @@ func (rs *restarter) events() []string {
 
 // label is the fault as the schedule shows it.
 func (f fault) label() string {
-	if f.When != "" {
+	switch {
+	case f.When != "":
 		return f.Kind + " at the next " + f.When
+	case f.Of != "":
+		return f.Kind + " of ferry " + f.Of
 	}
 	return f.Kind
 }

@@ -35,7 +35,8 @@ type Result struct {
 	// statements mostly fail tests little.
 	Refusals map[string]int
 	Elapsed  time.Duration
-	logs     string // every ferry run's output, for a failing round's directory
+	Kafka    bool   // the round went through Kafka
+	logs     string // every ferry run's (and ferry load's) output, for a failing round's directory
 }
 
 // Failed reports whether the round found something.
@@ -69,12 +70,17 @@ func Run(ctx context.Context, srv Servers, p *Plan, logf Logf) (*Result, error) 
 		return nil, err
 	}
 	defer e.close()
+	if p.Kafka {
+		if err := e.startKafka(); err != nil {
+			return nil, err
+		}
+	}
 	if p.AsyncCommit {
 		if err := e.asyncCommit(ctx); err != nil {
 			return nil, err
 		}
 	}
-	res := &Result{Refusals: map[string]int{}}
+	res := &Result{Refusals: map[string]int{}, Kafka: p.Kafka}
 	var mu sync.Mutex
 	refused := func(err error) {
 		mu.Lock()
@@ -119,12 +125,21 @@ func Run(ctx context.Context, srv Servers, p *Plan, logf Logf) (*Result, error) 
 			return nil, fmt.Errorf("reconnect after the restarts: %w", err)
 		}
 	}
-	out, err := runFerry(ctx, srv.Ferry, 5*time.Minute, append([]string{"run", "--catch-up"}, e.runArgs(p, e.roleURL, srv.CH)...)...)
-	res.logs += "\n--- ferry run --catch-up ---\n" + out
-	if err != nil {
-		res.Disagreements = append(res.Disagreements, fmt.Sprintf("ferry run --catch-up failed: %v\n%s", err, tail(out, 15)))
-		res.Elapsed = time.Since(start)
-		return res, nil
+	catchUp := [][]string{append([]string{"run", "--catch-up"}, e.runArgs(p, e.roleURL, srv.CH)...)}
+	if p.Kafka {
+		// The publisher first: the loader's catch-up ends at the topics'
+		// ends as of its start.
+		catchUp = append(catchUp, append(e.loadArgs(srv.CH), "--catch-up"))
+	}
+	for _, args := range catchUp {
+		what := "ferry " + args[0] + " --catch-up"
+		out, err := runFerry(ctx, srv.Ferry, 5*time.Minute, args...)
+		res.logs += "\n--- " + what + " ---\n" + out
+		if err != nil {
+			res.Disagreements = append(res.Disagreements, fmt.Sprintf("%s failed: %v\n%s", what, err, tail(out, 15)))
+			res.Elapsed = time.Since(start)
+			return res, nil
+		}
 	}
 	if err := e.validate(ctx, p, res); err != nil {
 		return nil, fmt.Errorf("validate: %w", err)
@@ -133,10 +148,16 @@ func Run(ctx context.Context, srv Servers, p *Plan, logf Logf) (*Result, error) 
 	return res, nil
 }
 
-// runArgs are ferry run's flags for the round (connection URLs given).
+// runArgs are ferry run's flags for the round (connection URLs given; a
+// Kafka round's ferry run publishes to its broker and needs no ClickHouse).
 func (e *env) runArgs(p *Plan, pgURL, chURL string) []string {
-	a := []string{"--pg", pgURL, "--ch", chURL, "--slot", e.name, "--metrics-addr", "",
+	a := []string{"--pg", pgURL, "--slot", e.name, "--metrics-addr", "",
 		"--batch-age", "100ms", "--streaming", p.Streaming, "--copy-workers", fmt.Sprint(p.CopyWorkers)}
+	if p.Kafka {
+		a = append(a, e.kafkaArgs()...)
+	} else {
+		a = append(a, "--ch", chURL)
+	}
 	if len(p.TextColumns) > 0 {
 		a = append(a, "--text-columns", strings.Join(p.TextColumns, ","))
 	}
@@ -158,8 +179,10 @@ func (e *env) verifyArgs(p *Plan) []string {
 	return a
 }
 
-// stream starts ferry through the proxies, runs the sessions and the
-// fault schedule at once, and stops ferry when the sessions are done.
+// stream starts ferry through the proxies (in a Kafka round ferry run
+// through the PostgreSQL one, ferry load through the ClickHouse one), runs
+// the sessions and the fault schedule at once, and stops ferry when the
+// sessions are done.
 func (e *env) stream(ctx context.Context, p *Plan, res *Result, refused func(error), logf Logf) error {
 	pgp, err := testkit.StartProxy(hostPort(e.srv.PG))
 	if err != nil {
@@ -172,9 +195,20 @@ func (e *env) stream(ctx context.Context, p *Plan, res *Result, refused func(err
 	}
 	defer chp.Close()
 	args := append([]string{"run"}, e.runArgs(p, viaProxy(e.roleURL, pgp.Addr()), viaProxy(e.srv.CH, chp.Addr()))...)
-	sup := &supervisor{bin: e.srv.Ferry, args: args, logf: logf}
-	if err := sup.start(); err != nil {
-		return err
+	sup := &supervisor{name: "ferry run", bin: e.srv.Ferry, args: args, logf: logf}
+	sups := []*supervisor{sup}
+	if p.Kafka {
+		sups = append(sups, &supervisor{name: "ferry load", bin: e.srv.Ferry, args: e.loadArgs(viaProxy(e.srv.CH, chp.Addr())), logf: logf})
+	}
+	for _, s := range sups {
+		if err := s.start(); err != nil {
+			for _, started := range sups {
+				if started.p != nil {
+					started.p.kill()
+				}
+			}
+			return err
+		}
 	}
 	t0 := time.Now()
 	done := make(chan struct{})
@@ -191,7 +225,7 @@ func (e *env) stream(ctx context.Context, p *Plan, res *Result, refused func(err
 	go func() { wg.Wait(); close(done) }()
 	others, restarts := splitFaults(p.Faults)
 	rs := startRestarter(ctx, e, sup, chp, restarts, t0, done, logf)
-	res.Faults += sup.faults(ctx, others, t0, done, pgp, chp)
+	res.Faults += injectFaults(ctx, sups, others, t0, done, pgp, chp)
 	<-done
 	res.Faults += rs.wait()
 	res.Restarts, res.RestartsInPhase = rs.counts()
@@ -202,8 +236,14 @@ func (e *env) stream(ctx context.Context, p *Plan, res *Result, refused func(err
 	// Let ferry stream the tail through the proxies before it stops, so
 	// that SIGTERM's flush path is the one that ends the stream.
 	time.Sleep(time.Second)
-	res.Events = append(res.Events, sup.stop()...)
-	res.logs = strings.Join(append(sup.outs, sup.p.out.String()), "\n--- the next ferry run ---\n")
+	// ferry run first, so that ferry load's SIGTERM comes after the last
+	// events were published.
+	var logs []string
+	for _, s := range sups {
+		res.Events = append(res.Events, s.stop()...)
+		logs = append(logs, strings.Join(append(s.outs, s.p.out.String()), "\n--- the next "+s.name+" ---\n"))
+	}
+	res.logs = strings.Join(logs, "\n--- ferry load ---\n")
 	return nil
 }
 
@@ -260,9 +300,11 @@ func firstLine(s string) string {
 	return s
 }
 
-// supervisor keeps one ferry run going, restarting it after faults and
-// after exits of its own (which it records).
+// supervisor keeps one ferry process going (ferry run, or a Kafka
+// round's ferry load), restarting it after faults and after exits of its
+// own (which it records).
 type supervisor struct {
+	name   string // "ferry run" or "ferry load"
 	bin    string
 	args   []string
 	logf   Logf
@@ -294,7 +336,7 @@ func (s *supervisor) checkExit() {
 	if p.running() {
 		return
 	}
-	ev := fmt.Sprintf("ferry exited on its own (%v): %s", p.err, tail(p.out.String(), 3))
+	ev := fmt.Sprintf("%s exited on its own (%v): %s", s.name, p.err, tail(p.out.String(), 3))
 	s.events = append(s.events, ev)
 	if len(s.events) > 20 {
 		return
@@ -305,8 +347,10 @@ func (s *supervisor) checkExit() {
 	}
 }
 
-// faults injects the schedule until done, and returns how many it did.
-func (s *supervisor) faults(ctx context.Context, fs []fault, t0 time.Time, done <-chan struct{}, pgp, chp *testkit.Proxy) int {
+// injectFaults injects the schedule until done, restarting the processes
+// of sups (ferry run first) that exit meanwhile, and returns how many
+// faults it injected.
+func injectFaults(ctx context.Context, sups []*supervisor, fs []fault, t0 time.Time, done <-chan struct{}, pgp, chp *testkit.Proxy) int {
 	n := 0
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
@@ -319,8 +363,14 @@ func (s *supervisor) faults(ctx context.Context, fs []fault, t0 time.Time, done 
 			return n
 		case <-tick.C:
 		}
-		s.checkExit()
+		for _, s := range sups {
+			s.checkExit()
+		}
 		for len(fs) > 0 && time.Since(t0) >= fs[0].At {
+			s := sups[0]
+			if fs[0].Of == "load" && len(sups) > 1 {
+				s = sups[1]
+			}
 			s.inject(fs[0], pgp, chp)
 			fs = fs[1:]
 			n++
@@ -329,7 +379,7 @@ func (s *supervisor) faults(ctx context.Context, fs []fault, t0 time.Time, done 
 }
 
 func (s *supervisor) inject(f fault, pgp, chp *testkit.Proxy) {
-	s.logf("  fault at %s: %s", f.At.Round(time.Millisecond), f.Kind)
+	s.logf("  fault at %s: %s", f.At.Round(time.Millisecond), f.label())
 	switch f.Kind {
 	case "kill9", "sigterm":
 		s.mu.Lock()
@@ -338,7 +388,7 @@ func (s *supervisor) inject(f fault, pgp, chp *testkit.Proxy) {
 		if f.Kind == "kill9" {
 			p.kill()
 		} else if err := p.term(90 * time.Second); err != nil && !errors.Is(err, context.Canceled) {
-			s.events = append(s.events, fmt.Sprintf("sigterm: ferry exited with %v: %s", err, tail(p.out.String(), 3)))
+			s.events = append(s.events, fmt.Sprintf("sigterm: %s exited with %v: %s", s.name, err, tail(p.out.String(), 3)))
 		}
 		if err := s.start(); err != nil {
 			s.events = append(s.events, "restart: "+err.Error())
@@ -354,14 +404,14 @@ func (s *supervisor) inject(f fault, pgp, chp *testkit.Proxy) {
 	}
 }
 
-// stop ends the last ferry with SIGTERM and returns the events.
+// stop ends the last process with SIGTERM and returns the events.
 func (s *supervisor) stop() []string {
 	s.checkExit()
 	s.mu.Lock()
 	p := s.p
 	s.mu.Unlock()
 	if err := p.term(90 * time.Second); err != nil {
-		s.events = append(s.events, fmt.Sprintf("final sigterm: %v: %s", err, tail(p.out.String(), 5)))
+		s.events = append(s.events, fmt.Sprintf("final sigterm of %s: %v: %s", s.name, err, tail(p.out.String(), 5)))
 	}
 	return s.events
 }

@@ -29,6 +29,7 @@ var (
 	sizeFlag     = flag.String("torture.size", "long", "size of the round -torture.round runs: ci or long (as the mode that found it)")
 	roundFlag    = flag.Int("torture.round", -1, "run only this round of -torture.seed (a reproduction)")
 	restartsFlag = flag.Int("torture.restarts", 2, "one long round in this many restarts servers, on a PostgreSQL and a ClickHouse of the run's own (needs root); 0: none")
+	kafkaFlag    = flag.String("torture.kafka", "auto", "rounds through Kafka (ferry run --sink kafka, ferry load --from-kafka): auto (the generator's choice, one long round in four and the short mode's Kafka round), always or never (every round, none; a reproduction names the one it needs)")
 )
 
 // ciSeeds are the fixed rounds of the short mode: each is a full round
@@ -57,6 +58,19 @@ var regressions = [][2]uint64{{771526, 14}}
 // stops every later swap: a finding, not yet fixed.)
 var ciRestarts = [][2]uint64{{9, 0}}
 
+// ciKafka are the short mode's rounds through Kafka (ciSize, every round
+// a Kafka round), one a leg: seed 6 round 0 kills ferry load in the
+// initial copy, cuts ferry run's PostgreSQL connections, then kills ferry
+// run, with DDL capture, append-only and text columns (about 15 s).
+// (Long seed 236560 round 6, through Kafka on 18.16, met once
+// PostgreSQL 15.18's "could not map filenode ... to relation OID" at the
+// first decode from the slot ferry made again after its first initial
+// copy found a table changed, while the sessions ran DDL: ferry retried it
+// until ferry run --catch-up's 5 minutes were up. Not reproduced on two
+// re-runs; a finding, not yet fixed, and not the Kafka path's: the
+// walsender fails before any sink sees a change.)
+var ciKafka = [][2]uint64{{6, 0}}
+
 func TestTorture(t *testing.T) {
 	servers := chServers(t)
 	// An interrupt ends the round early but still drops its databases.
@@ -73,6 +87,8 @@ func TestTorture(t *testing.T) {
 				sz = ciSize
 			} else if *sizeFlag == "ci-restart" {
 				sz = ciRestartSize
+			} else if *sizeFlag == "ci-kafka" {
+				sz = ciKafkaSize
 			}
 			run(srv, *seedFlag, uint64(*roundFlag), sz, *sizeFlag)
 		}
@@ -84,10 +100,14 @@ func TestTorture(t *testing.T) {
 			for _, r := range regressions {
 				sz := withoutRestarts(longSize)
 				sz.StrictReplays = false // as in the rest of the short mode
+				sz.KafkaEvery = 0        // the direct path, as it was found
 				run(srv, r[0], r[1], sz, "long")
 			}
 			for _, r := range ciRestarts {
 				run(srv, r[0], r[1], ciRestartSize, "ci-restart")
+			}
+			for _, r := range ciKafka {
+				run(srv, r[0], r[1], ciKafkaSize, "ci-kafka")
 			}
 		}
 	default:
@@ -129,6 +149,15 @@ func (rn *runner) run(srv torture.Servers, seed, round uint64, sz torture.Size, 
 	if sz.RestartEvery > 1 || *restartsFlag <= 0 {
 		sz.RestartEvery = max(*restartsFlag, 0) // the CI set's restart rounds always restart
 	}
+	switch *kafkaFlag {
+	case "auto":
+	case "always":
+		sz.KafkaEvery = 1
+	case "never":
+		sz.KafkaEvery = 0
+	default:
+		t.Fatalf("-torture.kafka: %q is not auto, always or never", *kafkaFlag)
+	}
 	p := torture.NewPlan(seed, round, srv.Legacy, sz)
 	if p.HasRestarts() {
 		pv, err := rn.privateFor(srv)
@@ -141,8 +170,12 @@ func (rn *runner) run(srv torture.Servers, seed, round uint64, sz torture.Size, 
 		}
 		srv.Private = pv
 	}
-	t.Logf("%s seed %d round %d: %d tables, %d sessions, %d ops, %d faults, setup %v, streaming %s",
-		name(srv), seed, round, countTables(p), p.Sessions, len(p.Preload)+len(p.Workload), len(p.Faults), p.Setup, p.Streaming)
+	path := "direct"
+	if p.Kafka {
+		path = "through Kafka"
+	}
+	t.Logf("%s seed %d round %d: %d tables, %d sessions, %d ops, %d faults, setup %v, streaming %s, %s",
+		name(srv), seed, round, countTables(p), p.Sessions, len(p.Preload)+len(p.Workload), len(p.Faults), p.Setup, p.Streaming, path)
 	res, err := torture.Run(ctx, srv, p, t.Logf)
 	if err != nil {
 		t.Errorf("%s seed %d round %d: %v", name(srv), seed, round, err)
@@ -177,6 +210,7 @@ func (rn *runner) run(srv torture.Servers, seed, round uint64, sz torture.Size, 
 	if p.HasRestarts() {
 		repro += fmt.Sprintf(" -torture.restarts %d", max(sz.RestartEvery, 1))
 	}
+	repro += " -torture.kafka " + map[bool]string{true: "always", false: "never"}[p.Kafka]
 	rn.tab.fail(fmt.Sprintf("seed %d round %d on %s: %s\n    reproduction: %s (plan in %s)", seed, round, name(srv),
 		strings.Join(res.Disagreements, "\n    "), repro, dir))
 	t.Errorf("seed %d round %d on %s disagrees:\n%s\nreproduction: %s; plan saved in %s", seed, round, name(srv),
@@ -186,7 +220,8 @@ func (rn *runner) run(srv torture.Servers, seed, round uint64, sz torture.Size, 
 var (
 	ciSize        = torture.Size{Tables: 4, Preload: 5, Workload: 60, Faults: 3, Span: 8 * time.Second}
 	ciRestartSize = torture.Size{Tables: 4, Preload: 5, Workload: 60, Faults: 3, Span: 8 * time.Second, Restarts: 3, RestartEvery: 1}
-	longSize      = torture.Size{Tables: 6, Preload: 10, Workload: 200, Faults: 6, Span: 25 * time.Second, Restarts: 4, RestartEvery: 2, StrictReplays: true}
+	ciKafkaSize   = torture.Size{Tables: 4, Preload: 5, Workload: 60, Faults: 3, Span: 8 * time.Second, KafkaEvery: 1}
+	longSize      = torture.Size{Tables: 6, Preload: 10, Workload: 200, Faults: 6, Span: 25 * time.Second, Restarts: 4, RestartEvery: 2, StrictReplays: true, KafkaEvery: 4}
 )
 
 func withoutRestarts(sz torture.Size) torture.Size {
