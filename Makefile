@@ -71,7 +71,7 @@ perf: build stack-up
 ##          of rounds, operations, faults, rows checked and disagreements; failing plans in TORTURE_DIR;
 ##          AVOID=list names known bugs to steer clear of (torture.Known; default: the test's own list);
 ##          RESTARTS=n: one round in n restarts servers, private ones (default 2; 0: none; needs root);
-##          KAFKA=auto|always|never: rounds through Kafka (default auto: one round in four)
+##          TORTURE_KAFKA=auto|always|never: rounds through Kafka (default auto: one round in four)
 DURATION    ?= 20m
 SEED        ?= 0
 CH          ?= both
@@ -81,7 +81,7 @@ torture:
 	$(GO) test -count=1 -v -timeout 0 -run 'TestTorture$$' ./torture \
 	  -torture.duration=$(DURATION) -torture.seed=$(SEED) -torture.ch=$(CH) -torture.dir=$(TORTURE_DIR) \
 	  $(if $(AVOID),-torture.avoid=$(AVOID)) $(if $(RESTARTS),-torture.restarts=$(RESTARTS)) \
-	  $(if $(KAFKA),-torture.kafka=$(KAFKA))
+	  $(if $(TORTURE_KAFKA),-torture.kafka=$(TORTURE_KAFKA))
 
 ## clean: remove build output (the stack's data stays; use stack-down first)
 clean:
