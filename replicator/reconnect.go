@@ -60,7 +60,7 @@ func (r *Replicator) runRetrying(ctx context.Context) error {
 		if err == nil || !r.transient(err) {
 			return err
 		}
-		if !r.connected {
+		if !r.connected && !refusedForNow(err) {
 			return fmt.Errorf("%w (not retried: ferry has not reached PostgreSQL since it started)", err)
 		}
 		if err := r.slotBusyTooLong(ctx, err, &busySince); err != nil {
@@ -85,6 +85,9 @@ func (r *Replicator) runRetrying(ctx context.Context) error {
 		if !busySince.IsZero() {
 			r.log.Warn("the slot is in use by another connection; waiting for it to be freed",
 				zap.String("slot", r.cfg.Slot), zap.Duration("giving up in", r.cfg.SlotBusyTimeout-time.Since(busySince)), zap.Error(err))
+		} else if !r.connected {
+			r.log.Warn("PostgreSQL answers but refuses connections for now; trying again",
+				zap.Int("attempt", attempt), zap.Duration("in", wait), zap.Error(err))
 		} else if errors.Is(err, errChangedAtStart) {
 			r.log.Warn("a table changed while the initial copy started; starting again", zap.Error(err))
 		} else {
@@ -98,6 +101,21 @@ func (r *Replicator) runRetrying(ctx context.Context) error {
 		}
 		wait = min(wait*2, maxRetryWait)
 	}
+}
+
+// refusedForNow reports whether err is PostgreSQL's own answer that it
+// takes no connection at the moment: it is starting up or in recovery,
+// shutting down, or has no connection slot free. The address and the
+// credentials may well be right, so a first start waits for the server
+// (bounded by --retry-for) instead of ending as it does when nothing
+// answers: ferry and PostgreSQL started together (a compose stack, a
+// boot) would otherwise lose the race.
+func refusedForNow(err error) bool {
+	switch pgCode(err) {
+	case "57P01", "57P02", "57P03", "53300":
+		return true
+	}
+	return false
 }
 
 // slotBusyTooLong ends the retries once the slot has been held by another

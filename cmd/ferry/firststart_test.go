@@ -308,3 +308,58 @@ func TestFailedFirstStartLeavesNoDatabase(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstStartServerRefusesForNow: a PostgreSQL that answers but takes
+// no connection for now is waited for on a first start, not taken for a
+// wrong address. Here the role's CONNECTION LIMIT 0 makes the server
+// answer "too many connections" (53300); a server starting up or in
+// recovery (57P03) takes the same path. ferry run --catch-up started so
+// copies the table once the limit is lifted. Before, it exited at once:
+// "not retried: ferry has not reached PostgreSQL since it started".
+func TestFirstStartServerRefusesForNow(t *testing.T) {
+	e := newOpsEnv(t)
+	e.exec("CREATE TABLE items (id bigint PRIMARY KEY, v text)",
+		"INSERT INTO items SELECT g, 'v' || g FROM generate_series(1, 50) g")
+	e.adminExec("ALTER ROLE " + e.name + " CONNECTION LIMIT 0")
+	var out testkit.Buffer
+	cmd := exec.Command(binPath, e.args("run", "--catch-up", "--metrics-addr", "")...)
+	cmd.Env = cleanEnv()
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	var exited error
+	testkit.WaitFor(t, firstStartLimit, "ferry's log of the refused connection", func() bool {
+		select {
+		case exited = <-done:
+			return true
+		default:
+		}
+		return strings.Contains(out.String(), "refuses connections for now; trying again")
+	})
+	if exited == nil {
+		select {
+		case exited = <-done:
+		case <-time.After(time.Second):
+		}
+	}
+	if exited != nil {
+		t.Fatalf("ferry run exited while PostgreSQL refused its connections (%v):\n%s", exited, tail(out.String()))
+	}
+	e.adminExec("ALTER ROLE " + e.name + " CONNECTION LIMIT -1")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ferry run --catch-up: %v\n%s", err, tail(out.String()))
+		}
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("ferry run --catch-up did not end within 5 minutes of the limit's end:\n%s", tail(out.String()))
+	}
+	if got, want := e.live("items"), e.pgLive("items"); got != want {
+		t.Errorf("ClickHouse holds %s (rows/sum of ids/length), PostgreSQL %s", got, want)
+	}
+	assertNoSecret(t, "ferry run", out.String())
+}
