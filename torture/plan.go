@@ -63,6 +63,10 @@ type Size struct {
 	// KafkaEvery: one round in KafkaEvery goes through Kafka (1: every
 	// round; 0: none). A Kafka round has no server restarts.
 	KafkaEvery int
+	// PublicationEvery: one round in PublicationEvery drops tables from
+	// ferry's publication under load and adds most back (publication.go;
+	// 0: none).
+	PublicationEvery int
 }
 
 // Known are the bugs Size.Avoid may name.
@@ -73,6 +77,7 @@ var Known = map[string]string{
 	"full-ddl":           "after ADD or DROP COLUMN on a REPLICA IDENTITY FULL table without a key, an UPDATE or DELETE of an older row leaves that row visible in ClickHouse (its row key is hashed over the new columns; fixed: such a change rebuilds the table)",
 	"partition-truncate": "TRUNCATE of one partition of a table published through its root leaves the partition's rows in ClickHouse; ferry now stops with an error naming the resync, which a round counts as a failure",
 	"partition-ddl":      "detach, attach and drop of partitions, generated only with ferry setup; several stop ferry by design (see docs/LIMITATIONS.md): named to leave them out",
+	"publication":        "ALTER PUBLICATION ... DROP TABLE and ADD TABLE under load: a table added back lost every change made while it was out (fixed, d651365); named to leave them out",
 	"date-key-toast":     "the lookup of unchanged TOAST values fails on a table keyed by a date on ClickHouse >= 22.8 (Date32 IN toDateTime64(...): type mismatch; fixed)",
 }
 
@@ -107,6 +112,7 @@ func NewPlan(seed, round uint64, legacy bool, sz Size) *Plan {
 	for i := 0; i < sz.Preload; i++ {
 		p.Preload = append(p.Preload, g.txn(0))
 	}
+	firstTables := len(g.tables)
 	for i := 0; i < sz.Workload; i++ {
 		sess := r.IntN(p.Sessions)
 		switch n := r.IntN(100); {
@@ -135,6 +141,7 @@ func NewPlan(seed, round uint64, legacy bool, sz Size) *Plan {
 	if !p.Kafka {
 		addRestarts(p, g, sz)
 	}
+	addPublicationChanges(p, g, sz, firstTables)
 	p.StrictReplays = sz.StrictReplays
 	return p
 }

@@ -102,6 +102,7 @@ func TestTorture(t *testing.T) {
 				sz := withoutRestarts(longSize)
 				sz.StrictReplays = false // as in the rest of the short mode
 				sz.KafkaEvery = 0        // the direct path, as it was found
+				sz.PublicationEvery = 0  // and without publication changes
 				run(srv, r[0], r[1], sz, "long")
 			}
 			for _, r := range ciRestarts {
@@ -222,7 +223,7 @@ var (
 	ciSize        = torture.Size{Tables: 4, Preload: 5, Workload: 60, Faults: 3, Span: 8 * time.Second}
 	ciRestartSize = torture.Size{Tables: 4, Preload: 5, Workload: 60, Faults: 3, Span: 8 * time.Second, Restarts: 3, RestartEvery: 1}
 	ciKafkaSize   = torture.Size{Tables: 4, Preload: 5, Workload: 60, Faults: 3, Span: 8 * time.Second, KafkaEvery: 1}
-	longSize      = torture.Size{Tables: 6, Preload: 10, Workload: 200, Faults: 6, Span: 25 * time.Second, Restarts: 4, RestartEvery: 2, StrictReplays: true, KafkaEvery: 4}
+	longSize      = torture.Size{Tables: 6, Preload: 10, Workload: 200, Faults: 6, Span: 25 * time.Second, Restarts: 4, RestartEvery: 2, StrictReplays: true, KafkaEvery: 4, PublicationEvery: 3}
 )
 
 func withoutRestarts(sz torture.Size) torture.Size {
