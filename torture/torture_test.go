@@ -26,7 +26,7 @@ var (
 	dirFlag      = flag.String("torture.dir", filepath.Join(os.TempDir(), "ferry-torture"), "where failing rounds' plans and shrunk reproductions go")
 	shrinkFlag   = flag.Duration("torture.shrink", 10*time.Minute, "time to spend shrinking each failing round (0: none)")
 	avoidFlag    = flag.String("torture.avoid", "partition-truncate,partition-ddl", "known ferry bugs and by-design stops (torture.Known) the generator steers clear of; empty: none (the fixed bugs are generated again, as regressions)")
-	sizeFlag     = flag.String("torture.size", "long", "size of the round -torture.round runs: ci or long (as the mode that found it)")
+	sizeFlag     = flag.String("torture.size", "long", "size of the round -torture.round runs: ci, ci-restart, ci-kafka, ci-publication or long (as the mode that found it)")
 	roundFlag    = flag.Int("torture.round", -1, "run only this round of -torture.seed (a reproduction)")
 	restartsFlag = flag.Int("torture.restarts", 2, "one long round in this many restarts servers, on a PostgreSQL and a ClickHouse of the run's own (needs root); 0: none")
 	kafkaFlag    = flag.String("torture.kafka", "auto", "rounds through Kafka (ferry run --sink kafka, ferry load --from-kafka): auto (the generator's choice, one long round in four and the short mode's Kafka round), always or never (every round, none; a reproduction names the one it needs)")
@@ -72,6 +72,13 @@ var ciRestarts = [][2]uint64{{9, 0}}
 // walsender fails before any sink sees a change.)
 var ciKafka = [][2]uint64{{6, 0}}
 
+// ciPublication are the short mode's rounds with publication changes
+// (ciPublicationSize), one a leg: seed 2 round 0, without ferry setup,
+// drops both its tables (a partitioned one and a keyless REPLICA
+// IDENTITY FULL one) from the publication and adds them back while the
+// sessions write, kills ferry and cuts its ClickHouse connections.
+var ciPublication = [][2]uint64{{2, 0}}
+
 func TestTorture(t *testing.T) {
 	servers := chServers(t)
 	// An interrupt ends the round early but still drops its databases.
@@ -90,6 +97,8 @@ func TestTorture(t *testing.T) {
 				sz = ciRestartSize
 			} else if *sizeFlag == "ci-kafka" {
 				sz = ciKafkaSize
+			} else if *sizeFlag == "ci-publication" {
+				sz = ciPublicationSize
 			}
 			run(srv, *seedFlag, uint64(*roundFlag), sz, *sizeFlag)
 		}
@@ -110,6 +119,9 @@ func TestTorture(t *testing.T) {
 			}
 			for _, r := range ciKafka {
 				run(srv, r[0], r[1], ciKafkaSize, "ci-kafka")
+			}
+			for _, r := range ciPublication {
+				run(srv, r[0], r[1], ciPublicationSize, "ci-publication")
 			}
 		}
 	default:
@@ -223,7 +235,9 @@ var (
 	ciSize        = torture.Size{Tables: 4, Preload: 5, Workload: 60, Faults: 3, Span: 8 * time.Second}
 	ciRestartSize = torture.Size{Tables: 4, Preload: 5, Workload: 60, Faults: 3, Span: 8 * time.Second, Restarts: 3, RestartEvery: 1}
 	ciKafkaSize   = torture.Size{Tables: 4, Preload: 5, Workload: 60, Faults: 3, Span: 8 * time.Second, KafkaEvery: 1}
-	longSize      = torture.Size{Tables: 6, Preload: 10, Workload: 200, Faults: 6, Span: 25 * time.Second, Restarts: 4, RestartEvery: 2, StrictReplays: true, KafkaEvery: 4, PublicationEvery: 3}
+	// ciPublicationSize: every round drops tables from the publication.
+	ciPublicationSize = torture.Size{Tables: 4, Preload: 5, Workload: 60, Faults: 3, Span: 8 * time.Second, PublicationEvery: 1}
+	longSize          = torture.Size{Tables: 6, Preload: 10, Workload: 200, Faults: 6, Span: 25 * time.Second, Restarts: 4, RestartEvery: 2, StrictReplays: true, KafkaEvery: 4, PublicationEvery: 3}
 )
 
 func withoutRestarts(sz torture.Size) torture.Size {
