@@ -155,7 +155,7 @@ func (s *stream) receive(ctx context.Context) error {
 	case *pgproto3.CopyData:
 		return s.copyData(ctx, msg.Data)
 	case *pgproto3.ErrorResponse:
-		return fmt.Errorf("slot %s: %w", s.cfg.Slot, pgconn.ErrorResponseToPgError(msg))
+		return decoderError(s.cfg.Slot, s.acked, pgconn.ErrorResponseToPgError(msg))
 	case *pgproto3.CopyDone, *pgproto3.CommandComplete:
 		return fmt.Errorf("slot %s: %w", s.cfg.Slot, errStreamEnded)
 	default:
@@ -355,3 +355,19 @@ func (s *stream) shutdown() error {
 	s.log.Info("stopped", zap.Stringer("confirmed_lsn", s.acked), zap.Uint64("rows", s.rows))
 	return nil
 }
+
+// decoderError is the error a walsender sent in the stream. An internal
+// error of PostgreSQL's logical decoding (XX000: "could not map filenode
+// ... to relation OID" was met under concurrent DDL) comes back the same
+// at every start, since the slot decodes the same WAL again; the message
+// says so and names the way out, which copies every table afresh.
+func decoderError(slot string, confirmed pglogrepl.LSN, pe *pgconn.PgError) error {
+	if pe.Code != "XX000" {
+		return fmt.Errorf("slot %s: %w", slot, pe)
+	}
+	return fmt.Errorf("slot %s: PostgreSQL's logical decoding failed inside the server (an internal error, not a lost connection) "+
+		"after %s, the position ferry confirmed last; a restart decodes the same WAL again and is likely to fail the same way. "+
+		"If it does: stop ferry, drop the slot (SELECT pg_drop_replication_slot('%s')) and start ferry again, which copies every table afresh: %w",
+		slot, confirmed, slot, pe)
+}
+
