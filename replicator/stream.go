@@ -370,4 +370,3 @@ func decoderError(slot string, confirmed pglogrepl.LSN, pe *pgconn.PgError) erro
 		"If it does: stop ferry, drop the slot (SELECT pg_drop_replication_slot('%s')) and start ferry again, which copies every table afresh: %w",
 		slot, confirmed, slot, pe)
 }
-
