@@ -135,8 +135,8 @@ func startMover(t *testing.T, pgURL string, rows int) (moved *atomic.Int64, stop
 // itself (its workers started late), the case did not arise: it tries again.
 func TestParallelCopyWithWaitingDDL(t *testing.T) {
 	// Each attempt checks the rows; whether a worker meets the queued lock
-	// is a race that a loaded machine loses more often (3 attempts failed
-	// in a full run at load average 5 to 9).
+	// is a race: the other workers may lock the table before the ALTER is
+	// queued, or the first connection may copy every range itself.
 	const attempts = 8
 	for attempt := 1; attempt <= attempts; attempt++ {
 		if copyWithWaitingDDL(t) {
@@ -158,9 +158,9 @@ func copyWithWaitingDDL(t *testing.T) bool {
 			"VACUUM ANALYZE "+name)
 	}
 	ddl := make(chan error, 1)
-	go func() { ddl <- lockWhenFerryHolds(e.pgURL, "second") }()
 	logs, seen := observer.New(zapcore.InfoLevel)
 	cfg := e.config()
+	go func() { ddl <- lockWhenFerryHolds(e.pgURL, "second", cfg.Slot) }()
 	cfg.Logger = zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), logs))
 	cfg.CopyWorkers = 4
 	cfg.Tables = []string{"public.first", "public.second"}
@@ -175,9 +175,14 @@ func copyWithWaitingDDL(t *testing.T) bool {
 	return seen.FilterMessage("a schema change waits for the copy to end: the other connections left ranges to the first").Len() > 0
 }
 
-// lockWhenFerryHolds waits for a ferry connection to hold a lock on table,
-// then takes its ACCESS EXCLUSIVE lock, waiting up to 100 s, and commits.
-func lockWhenFerryHolds(pgURL, table string) error {
+// lockWhenFerryHolds waits for the initial copy's lock on table (an
+// ACCESS SHARE lock that a ferry connection holds once slot exists), then
+// takes the table's ACCESS EXCLUSIVE lock, waiting up to 100 s, and
+// commits. (Any ferry lock would not do: the CREATE PUBLICATION before the
+// slot locks the table for a moment too, and an ALTER queued then was
+// done long before the copy, which left the case untested: 8 attempts of
+// 8 in a CI run.)
+func lockWhenFerryHolds(pgURL, table, slot string) error {
 	conn, err := pgx.Connect(context.Background(), pgURL)
 	if err != nil {
 		return err
@@ -186,7 +191,8 @@ func lockWhenFerryHolds(pgURL, table string) error {
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(2 * time.Millisecond) {
 		var n int
 		if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-			WHERE l.relation = $1::regclass AND l.granted AND a.application_name = 'ferry'`, table).Scan(&n); err != nil {
+			WHERE l.relation = $1::regclass AND l.granted AND l.mode = 'AccessShareLock' AND a.application_name = 'ferry'
+			  AND EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $2)`, table, slot).Scan(&n); err != nil {
 			return err
 		}
 		if n > 0 {
