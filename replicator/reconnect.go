@@ -88,6 +88,8 @@ func (r *Replicator) runRetrying(ctx context.Context) error {
 		} else if !r.connected {
 			r.log.Warn("PostgreSQL answers but refuses connections for now; trying again",
 				zap.Int("attempt", attempt), zap.Duration("in", wait), zap.Error(err))
+		} else if errors.Is(err, errCopyAgain) {
+			r.log.Warn("starting again with a new initial copy", zap.Int("attempt", attempt))
 		} else if errors.Is(err, errChangedAtStart) {
 			r.log.Warn("a table changed while the initial copy started; starting again", zap.Error(err))
 		} else {
@@ -140,7 +142,7 @@ func (r *Replicator) slotBusyTooLong(ctx context.Context, err error, since *time
 // transient reports whether another attempt may succeed.
 func (r *Replicator) transient(err error) bool {
 	return IsConnectionError(err) || errors.Is(err, errSlotActive) || errors.Is(err, errStreamEnded) ||
-		errors.Is(err, errServerSilent) || errors.Is(err, errChangedAtStart) ||
+		errors.Is(err, errServerSilent) || errors.Is(err, errChangedAtStart) || errors.Is(err, errCopyAgain) ||
 		(r.retryable != nil && r.retryable(err))
 }
 

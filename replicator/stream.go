@@ -365,8 +365,15 @@ func decoderError(slot string, confirmed pglogrepl.LSN, pe *pgconn.PgError) erro
 	if pe.Code != "XX000" {
 		return fmt.Errorf("slot %s: %w", slot, pe)
 	}
-	return fmt.Errorf("slot %s: PostgreSQL's logical decoding failed inside the server (an internal error, not a lost connection) "+
+	return fmt.Errorf("slot %s: %w (an internal error, not a lost connection) "+
 		"after %s, the position ferry confirmed last; a restart decodes the same WAL again and is likely to fail the same way. "+
 		"If it does: stop ferry, drop the slot (SELECT pg_drop_replication_slot('%s')) and start ferry again, which copies every table afresh: %w",
-		slot, confirmed, slot, pe)
+		slot, errDecoderFailed, confirmed, slot, pe)
 }
+
+// errDecoderFailed marks decoderError's internal errors.
+var errDecoderFailed = errors.New("PostgreSQL's logical decoding failed inside the server")
+
+// errCopyAgain: the initial copy is to be made again (a decoder failure
+// before anything past it was confirmed); the next cycle makes it.
+var errCopyAgain = errors.New("copying every table again")

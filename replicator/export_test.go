@@ -1,0 +1,6 @@
+package replicator
+
+// FeignDecoderFailures makes r's next n streams fail at their start as
+// PostgreSQL's decoder does when it fails inside the server (XX000), a
+// fault a real server produces only by chance.
+func FeignDecoderFailures(r *Replicator, n int) { r.decoderFaults = n }
