@@ -49,16 +49,28 @@ func (e *env) replayCheck(ctx context.Context, t string, strict bool, res *Resul
 	}
 	group := append(append([]string(nil), key...), "`_ferry_version`")
 	from := "`" + e.name + "`.`" + strings.ReplaceAll(strings.ReplaceAll(t, `\`, `\\`), "`", "\\`") + "`"
-	q := fmt.Sprintf("SELECT toUInt64(sum(c - 1)), toUInt64(countIf(u > 1)) FROM (SELECT count() AS c, uniqExact(tuple(%s)) AS u FROM %s GROUP BY %s)",
-		strings.Join(vals, ", "), from, strings.Join(group, ", "))
-	var replayed, conflicting uint64
-	if err := e.ch.QueryRow(ctx, q).Scan(&replayed, &conflicting); err != nil {
+	// A conflict at the key's latest version is a finding; one at an
+	// older version is by design: a replayed row that a later stored
+	// version supersedes takes that row's values for its unchanged
+	// (TOASTed) columns (loader/clickhouse's resolveUnchanged), and the
+	// later version is what FINAL and every merge keep.
+	q := fmt.Sprintf("SELECT toUInt64(sum(c - 1)), toUInt64(countIf(u > 1)), toUInt64(countIf(u > 1 AND `_ferry_version` = mv)) "+
+		"FROM (SELECT %s, count() AS c, uniqExact(tuple(%s)) AS u FROM %s GROUP BY %s) AS versions "+
+		"ANY LEFT JOIN (SELECT %s, max(`_ferry_version`) AS mv FROM %s GROUP BY %s) AS latest USING (%s)",
+		strings.Join(group, ", "), strings.Join(vals, ", "), from, strings.Join(group, ", "),
+		strings.Join(key, ", "), from, strings.Join(key, ", "), strings.Join(key, ", "))
+	var replayed, conflicting, latest uint64
+	if err := e.ch.QueryRow(ctx, q).Scan(&replayed, &conflicting, &latest); err != nil {
 		return fmt.Errorf("replay check: %w", err)
 	}
 	res.Replayed += replayed
-	if conflicting > 0 {
-		msg := fmt.Sprintf("table %s: %d keys have two stored rows of one version that differ (a replayed write was not the same write)%s",
-			t, conflicting, e.replayDiffers(ctx, from, group, vals))
+	if older := conflicting - latest; older > 0 {
+		res.Events = append(res.Events, fmt.Sprintf("table %s: %d keys have two stored rows of an older version that differ "+
+			"(a replay superseded by a later version, which took that version's unchanged values)", t, older))
+	}
+	if latest > 0 {
+		msg := fmt.Sprintf("table %s: %d keys have two stored rows of their latest version that differ (a replayed write was not the same write)%s",
+			t, latest, e.replayDiffers(ctx, from, group, vals))
 		if strict {
 			res.Disagreements = append(res.Disagreements, msg)
 		} else {
