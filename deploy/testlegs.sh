@@ -35,6 +35,17 @@ for leg in ${LEGS:-modern legacy}; do
 	version="$(clickhouse-client --host "$(sed -E 's#^[a-z]+://([^@/]*@)?([^:/]+).*#\2#' <<<"$url")" \
 		--port "$(sed -E 's#^[a-z]+://[^/]*:([0-9]+).*#\1#' <<<"$url")" -q 'SELECT version()' 2>/dev/null || echo unknown)"
 	echo "=== leg $leg: ClickHouse $version ($url)"
+	# A test binary killed mid-run (the OOM killer, a timeout) leaves its
+	# replication slots behind, and an idle slot holds WAL and the catalogs'
+	# horizon for every later test. The stack's PostgreSQL is the suite's
+	# own: drop what nothing reads before the leg starts (but make demo's,
+	# which it keeps for a look afterwards).
+	if dropped="$(psql "${FERRY_PG_URL:-}" -XAtqc "SELECT string_agg(slot_name, ' ') FROM
+			(SELECT slot_name, pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE NOT active AND slot_name <> 'ferry_demo') d" 2>&1)"; then
+		[ -z "$dropped" ] || echo "=== dropped idle replication slots left by an earlier run: $dropped"
+	else
+		echo "=== could not drop idle replication slots: $dropped"
+	fi
 	start=$(date +%s)
 	env_args=(FERRY_CH_URL="$url" FERRY_CH_SECRET_URL="$secret" FERRY_CH_LEG="$leg" FERRY_CH_LEG_VERSION="$version")
 	# The modern server (clickhouse-local from libchdb) serves no TLS port:

@@ -120,7 +120,13 @@ func (e *env) chSink(suffix string) *clickhouse.Sink {
 	return s
 }
 
+// config names the slot after the test's database: a test binary killed
+// mid-run (the OOM killer, a timeout) leaves its slots behind, and a later
+// run's test of the same name would otherwise meet one of another database.
 func (e *env) config(slot string) replicator.Config {
+	if !strings.HasPrefix(slot, e.db) {
+		slot = e.db + "_" + slot
+	}
 	return replicator.Config{ConnString: e.pgURL, Slot: slot, CatchUp: true, Publication: "ferry",
 		TextColumns: e.textCols, Logger: zaptest.NewLogger(e.t, zaptest.Level(zap.WarnLevel))}
 }
