@@ -90,10 +90,11 @@ func (b *bencher) settleCatalogs(ctx context.Context) (holders []string, err err
 	}
 	deadline := time.Now().Add(horizonWait)
 	for {
-		if holders, err = catalogHorizonHolders(ctx, b.db, xid); err != nil {
+		var stuck bool
+		if holders, stuck, err = catalogHorizonHolders(ctx, b.db, xid); err != nil {
 			return nil, err
 		}
-		if len(holders) == 0 || time.Now().After(deadline) {
+		if len(holders) == 0 || stuck || time.Now().After(deadline) {
 			break
 		}
 		select {
@@ -116,22 +117,35 @@ const horizonWait = 30 * time.Second
 // catalogHorizonHolders names the logical slots (of any database: a slot's
 // catalog_xmin holds back the catalogs of every one) and the other
 // sessions that may still see catalog rows deleted by transaction xid or
-// before it.
+// before it. stuck: every holder is a slot no consumer reads, whose
+// catalog_xmin moves only when one connects (a slot a crashed or removed
+// consumer left behind), so waiting for the horizon is in vain.
 func catalogHorizonHolders(ctx context.Context, db interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}, xid string) ([]string, error) {
-	rows, err := db.Query(ctx, `SELECT 'slot ' || slot_name FROM pg_replication_slots
+}, xid string) (holders []string, stuck bool, err error) {
+	rows, err := db.Query(ctx, `SELECT 'slot ' || slot_name || CASE WHEN active THEN '' ELSE ' (inactive)' END, NOT active
+			FROM pg_replication_slots
 			WHERE catalog_xmin IS NOT NULL AND catalog_xmin::text::bigint <= $1::bigint % 4294967296
-		UNION ALL SELECT 'backend ' || pid || ' (' || coalesce(datname, '?') || ', ' || left(query, 60) || ')' FROM pg_stat_activity
+		UNION ALL SELECT 'backend ' || pid || ' (' || coalesce(datname, '?') || ', ' || left(query, 60) || ')', false FROM pg_stat_activity
 			WHERE pid <> pg_backend_pid() AND coalesce(backend_xmin, backend_xid)::text::bigint <= $1::bigint % 4294967296`, xid)
 	if err != nil {
-		return nil, fmt.Errorf("read the server's transaction horizon: %w", err)
+		return nil, false, fmt.Errorf("read the server's transaction horizon: %w", err)
 	}
-	holders, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("read the server's transaction horizon: %w", err)
+	defer rows.Close()
+	stuck = true
+	for rows.Next() {
+		var h string
+		var inactive bool
+		if err := rows.Scan(&h, &inactive); err != nil {
+			return nil, false, fmt.Errorf("read the server's transaction horizon: %w", err)
+		}
+		holders = append(holders, h)
+		stuck = stuck && inactive
 	}
-	return holders, nil
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("read the server's transaction horizon: %w", err)
+	}
+	return holders, stuck && len(holders) > 0, nil
 }
 
 // autovacuumRuns reads the autovacuum and autoanalyze counts of the

@@ -102,8 +102,9 @@ func (b *bencher) runOne(ctx context.Context, s Strategy, l loadSpec, run int) (
 	if holders, err := b.settleCatalogs(ctx); err != nil {
 		return r, err
 	} else if len(holders) > 0 {
-		b.log.Warn("catalog rows the benchmark's DDL made dead are still visible, so no VACUUM could remove them: autovacuum may start on a catalog inside the window, which then does not count",
-			zap.Strings("held_by", holders), zap.Duration("waited", horizonWait))
+		b.log.Warn("catalog rows the benchmark's DDL made dead are still visible, so no VACUUM could remove them: autovacuum may start on a catalog inside the window, which then does not count; "+
+			"an inactive slot holds them until a consumer reads it (drop one that nothing uses: SELECT pg_drop_replication_slot('name'))",
+			zap.Strings("held_by", holders), zap.Duration("waited at most", horizonWait))
 	}
 	if !b.cfg.NoCheckpoint {
 		if err := b.checkpoint(ctx); err != nil {
