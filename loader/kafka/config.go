@@ -72,7 +72,7 @@ func (c Client) Ping(ctx context.Context) error {
 		return err
 	}
 	if _, err := c.admin().Metadata(ctx, &kafkago.MetadataRequest{}); err != nil {
-		return c.explainUnreachable(fmt.Errorf("kafka: ask %v for metadata: %w", c.Brokers, err))
+		return c.explainUnreachable(fromBrokers(fmt.Errorf("kafka: ask %v for metadata: %w", c.Brokers, err)))
 	}
 	return nil
 }
@@ -115,7 +115,13 @@ func topicPart(s string) string {
 
 // IsRetryable tells a transient error (a broker away, a timeout, a
 // rebalance) from one retrying cannot fix: a value the envelope cannot
-// carry, or a schema change the transport cannot apply. Following ferry's rule, unknown errors are retried.
+// carry, or a schema change the transport cannot apply. Following ferry's
+// rule, unknown errors of the talk with the brokers are retried; an error
+// that did not come from it is not the publisher's to judge: the
+// replicator passes every error of its run here, and its own refusals (a
+// slot of another database, a table it cannot replicate) must end the run
+// with their message, as they do with the ClickHouse sink, instead of
+// being retried for ever as a lost connection.
 func IsRetryable(err error) bool {
 	if err == nil || errors.Is(err, errEncoding) || errors.Is(err, errRebuild) || errors.Is(err, errRowTooLarge) {
 		return false
@@ -124,5 +130,21 @@ func IsRetryable(err error) bool {
 	if errors.As(err, &ke) {
 		return ke.Temporary() || ke.Timeout()
 	}
-	return true
+	var be *brokerError
+	return errors.As(err, &be)
+}
+
+// brokerError marks an error of a request to the brokers (see IsRetryable).
+type brokerError struct{ err error }
+
+func (e *brokerError) Error() string { return e.err.Error() }
+func (e *brokerError) Unwrap() error { return e.err }
+
+// fromBrokers marks err, when not nil, as the answer (or the silence) of
+// the brokers to a request.
+func fromBrokers(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &brokerError{err}
 }

@@ -86,7 +86,7 @@ func (s *Sink) topicPartitions(ctx context.Context, topic string) (int, error) {
 	for attempt := 0; ; attempt++ {
 		md, err := s.admin.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{topic}})
 		if err != nil {
-			return 0, fmt.Errorf("kafka: read the partitions of %s: %w", topic, err)
+			return 0, fromBrokers(fmt.Errorf("kafka: read the partitions of %s: %w", topic, err))
 		}
 		for _, t := range md.Topics {
 			if t.Name == topic && t.Error == nil && len(t.Partitions) > 0 {
@@ -94,7 +94,7 @@ func (s *Sink) topicPartitions(ctx context.Context, topic string) (int, error) {
 			}
 		}
 		if attempt == 20 {
-			return 0, fmt.Errorf("kafka: topic %s has no partitions", topic)
+			return 0, fromBrokers(fmt.Errorf("kafka: topic %s has no partitions", topic))
 		}
 		select {
 		case <-ctx.Done():

@@ -3,10 +3,12 @@ package kafka_test
 import (
 	"context"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	kafkago "github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -16,6 +18,7 @@ import (
 	"github.com/ferry-cdc/ferry/internal/testkit"
 	"github.com/ferry-cdc/ferry/loader/clickhouse"
 	"github.com/ferry-cdc/ferry/loader/kafka"
+	"github.com/ferry-cdc/ferry/replicator"
 )
 
 // failWithin bounds how long a loader that must fail may take: a hang
@@ -171,5 +174,50 @@ func TestLoaderCatchUpStallEnds(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "read nothing for") || !strings.Contains(err.Error(), "--retry-for") ||
 		!strings.Contains(err.Error(), "advertised.listeners") {
 		t.Errorf("error %v, want one that says the catch-up stalled, names --retry-for and what to check", err)
+	}
+}
+
+// TestPublisherStopsOnRefusal gives the publisher a slot of another
+// database, which the replicator refuses: the run ends with the refusal,
+// which names the way out, instead of retrying it as a lost connection
+// (kafka.IsRetryable judges every error of the run, and once took any it
+// did not know for a broker's).
+func TestPublisherStopsOnRefusal(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE items (id int PRIMARY KEY, v text)`, `INSERT INTO items VALUES (1, 'a')`)
+	slot := e.db + "_elsewhere"
+	admin, err := pgx.Connect(context.Background(), os.Getenv("FERRY_PG_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(context.Background(), `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if _, err := admin.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, slot); err != nil {
+			t.Error(err)
+		}
+	}()
+	s, err := kafka.New(kafka.Config{Client: e.client(), Database: e.db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, err := replicator.New(e.config(slot), s, s, s.Capabilities(), kafka.IsRetryable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), failWithin)
+	defer cancel()
+	err = r.Run(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("the publisher retried a slot of another database until its deadline (%s); returned %v", failWithin, err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "choose another --slot") {
+		t.Fatalf("the publisher's error does not name the way out: %v", err)
+	}
+	if kafka.IsRetryable(err) {
+		t.Errorf("kafka.IsRetryable takes the replicator's refusal for a broker's error: %v", err)
 	}
 }

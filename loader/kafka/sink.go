@@ -453,11 +453,11 @@ func (s *Sink) write(ctx context.Context, msgs ...kafkago.Message) error {
 	if errors.As(err, &we) {
 		for _, e := range we {
 			if e != nil {
-				return e
+				return fromBrokers(e)
 			}
 		}
 	}
-	return err
+	return fromBrokers(err)
 }
 
 // Close flushes nothing (Write does not return before its messages are
@@ -487,10 +487,10 @@ func (s *Sink) ensureTopic(ctx context.Context, topic string, partitions int, co
 	}
 	res, err := s.admin.CreateTopics(ctx, &kafkago.CreateTopicsRequest{Topics: []kafkago.TopicConfig{tc}})
 	if err != nil {
-		return fmt.Errorf("kafka: create topic %s on %v: %w", topic, s.cfg.Brokers, err)
+		return fromBrokers(fmt.Errorf("kafka: create topic %s on %v: %w", topic, s.cfg.Brokers, err))
 	}
 	if err := res.Errors[topic]; err != nil && !errors.Is(err, kafkago.TopicAlreadyExists) {
-		return fmt.Errorf("kafka: create topic %s: %w", topic, err)
+		return fromBrokers(fmt.Errorf("kafka: create topic %s: %w", topic, err))
 	}
 	if res.Errors[topic] == nil {
 		s.log.Info("created topic", zap.String("topic", topic), zap.Int("partitions", partitions))

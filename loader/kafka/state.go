@@ -3,7 +3,6 @@ package kafka
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -161,12 +160,12 @@ func readTopic(ctx context.Context, c Client, topic string, fn func(kafkago.Mess
 		MaxWait: 100 * time.Millisecond, MaxBytes: 16 << 20})
 	defer r.Close()
 	if err := r.SetOffset(first); err != nil {
-		return err
+		return fromBrokers(err)
 	}
 	for {
 		m, err := r.ReadMessage(ctx)
 		if err != nil {
-			return err
+			return fromBrokers(err)
 		}
 		if err := fn(m); err != nil {
 			return err
@@ -182,17 +181,17 @@ func partitionBounds(ctx context.Context, c Client, topic string, partition int)
 	res, err := c.admin().ListOffsets(ctx, &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{
 		topic: {kafkago.FirstOffsetOf(partition), kafkago.LastOffsetOf(partition)}}})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, fromBrokers(err)
 	}
 	for _, p := range res.Topics[topic] {
 		if p.Partition == partition {
 			if p.Error != nil {
-				return 0, 0, p.Error
+				return 0, 0, fromBrokers(p.Error)
 			}
 			return p.FirstOffset, p.LastOffset, nil
 		}
 	}
-	return 0, 0, errors.New("partition not found")
+	return 0, 0, fromBrokers(fmt.Errorf("kafka: partition %d of %s not found", partition, topic))
 }
 
 // parseLSN reads PostgreSQL's text of an LSN ("16/B374D848"); 0 when it
