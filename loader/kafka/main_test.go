@@ -7,7 +7,7 @@ import (
 	"github.com/ferry-cdc/ferry/internal/testkit"
 )
 
-// TestMain bounds the binary's heap: the package's tests peak near 0.5 GB
+// TestMain bounds the binary's memory: the package's tests peak near 0.5 GB
 // (loader/kafka, make test, 2026-12), in-process brokers included.
 func TestMain(m *testing.M) {
 	testkit.GuardHeap(4 << 30)
