@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/jackc/pgx/v5"
+	kafkago "github.com/segmentio/kafka-go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/loader/clickhouse"
@@ -246,4 +251,60 @@ func (e *env) maxVersion(db string) uint64 {
 	var v uint64
 	_ = conn.QueryRow(context.Background(), "SELECT max(_ferry_version) FROM "+db+".docs").Scan(&v)
 	return v
+}
+
+// TestCatchUpStallWithParkedPartitions: a member of the group that never
+// reads holds one of the two partitions, and the loader's waits for the
+// key changes' carriers on it. The catch-up stalls as it would with no
+// key changes: the loader joins the group again (reading what it held
+// back again), and after --retry-for ends with the stall's error, not
+// after keyChangeWait's ten minutes. Once the member is gone, a loader of
+// the group catches up and ClickHouse equals PostgreSQL.
+func TestCatchUpStallWithParkedPartitions(t *testing.T) {
+	e := newEnv(t)
+	e.exec(keyChangeSQL)
+	e.publish("kc_parked", 2)
+	e.exec(keyChanges...)
+	e.publish("kc_parked", 2)
+	// A queue longer than the topic: a reader blocked on a full queue
+	// cannot rejoin its group, and would lose its partition.
+	holder := kafkago.NewReader(kafkago.ReaderConfig{Brokers: e.brokers, GroupID: "kc-parked", GroupTopics: []string{"it.public.docs"},
+		StartOffset: kafkago.FirstOffset, HeartbeatInterval: time.Second, SessionTimeout: 10 * time.Second, QueueCapacity: 100000})
+	defer holder.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := holder.FetchMessage(ctx); err != nil { // a member now, with both partitions
+		t.Fatal(err)
+	}
+	sink := e.chSink("_kafka")
+	logs, seen := observer.New(zapcore.InfoLevel)
+	client := e.client()
+	client.Logger = zap.New(zapcore.NewTee(client.Logger.Core(), logs))
+	l, err := kafka.NewLoader(kafka.LoadConfig{Client: client, Group: "kc-parked", CatchUp: true, RetryFor: 45 * time.Second}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	ctx, cancel = context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err = l.Run(ctx)
+	t.Logf("the loader returned after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	rejoins := seen.FilterMessage("catching up, but nothing read for a while: joining the group again").All()
+	parked := 0
+	for _, r := range rejoins {
+		if n, _ := r.ContextMap()["parked_partitions"].(int64); n > 0 {
+			parked++
+		}
+	}
+	if parked < 2 {
+		t.Fatalf("want at least two rejoins with a partition parked (the holder kept its partition, and carriers on it), got %d of %d", parked, len(rejoins))
+	}
+	if ctx.Err() != nil || err == nil || !strings.Contains(err.Error(), "read nothing for") || !strings.Contains(err.Error(), "kc-parked") {
+		t.Fatalf("want the stall's error naming the group after --retry-for, got %v", err)
+	}
+	holder.Close()
+	if err := e.load(sink, "kc-parked", 0); err != nil {
+		t.Fatalf("load once the member is gone: %v", err)
+	}
+	e.verifyAll(sink)
 }

@@ -100,6 +100,8 @@ type Loader struct {
 	read    map[string]int         // messages read per "topic/partition" in this session
 	store   loader.TableStateStore // where truncations and descriptions are recorded; nil: in memory only
 	cuts    map[string]*cut        // by topic, nil for none; missing: not read yet
+	// committed counts the messages whose offsets this session committed.
+	committed int
 	// parked are the partitions held back until a key change's carrier is
 	// there, by "topic/partition"; carriers, the carriers queued (see
 	// keychange.go).
@@ -189,7 +191,10 @@ func (l *Loader) run(ctx context.Context) error {
 		err = l.session(ctx, topics, ends)
 		var stalledSince time.Time
 		for errors.Is(err, errStalled) { // the same topics, up to the same ends
-			if stalledSince.IsZero() || len(l.read) > 0 {
+			// Progress is what a session committed: a session that only
+			// read parked partitions again, to hold them back again, made
+			// none.
+			if stalledSince.IsZero() || l.committed > 0 {
 				stalledSince = time.Now().Add(-stallRejoin)
 			}
 			if limit := l.cfg.RetryFor; limit > 0 && time.Since(stalledSince) >= limit {
@@ -213,7 +218,10 @@ var errStalled = errors.New("catch-up stalled")
 // stallRejoin is how long a catch-up session may read nothing while not
 // caught up. Seen in TestLoaderProcessKilled: after SIGKILLs of other
 // members, a restarted loader read two of four partitions and then
-// nothing for nine minutes, its group never rebalanced.
+// nothing for nine minutes, its group never rebalanced. Parked partitions
+// do not make it wait longer: in TestLoaderProcessKilledKeyChanges the
+// same loader held its two partitions back for five minutes, waiting for
+// carriers on the two it had not been given.
 const stallRejoin = 30 * time.Second
 
 // session consumes topics with one group membership.
@@ -230,7 +238,7 @@ func (l *Loader) session(ctx context.Context, topics []string, ends map[string][
 		ErrorLogger: kafkago.LoggerFunc(l.readerError),
 	})
 	defer r.Close()
-	l.read = map[string]int{}
+	l.read, l.committed = map[string]int{}, 0
 	l.parked = map[string]*parking{} // what a session held back is read again by the next
 	defer func() {
 		l.log.Info("consumer session ended", zap.String("group", l.cfg.Group), zap.Any("messages_by_partition", l.read))
@@ -277,9 +285,12 @@ func (l *Loader) consume(ctx context.Context, r *kafkago.Reader, topics []string
 			if err != nil || done {
 				return err
 			}
-			if len(l.parked) == 0 && time.Since(lastRead) > stallRejoin {
+			// With partitions parked, a rejoin reads what they held back
+			// again: nothing of theirs is committed, nothing is lost.
+			if time.Since(lastRead) > stallRejoin {
 				l.log.Warn("catching up, but nothing read for a while: joining the group again",
-					zap.String("group", l.cfg.Group), zap.Duration("idle", time.Since(lastRead)), zap.Any("messages_by_partition", l.read))
+					zap.String("group", l.cfg.Group), zap.Duration("idle", time.Since(lastRead)), zap.Any("messages_by_partition", l.read),
+					zap.Int("parked_partitions", len(l.parked)))
 				return errors.Join(l.flush(ctx, r), errStalled)
 			}
 		}
@@ -353,6 +364,7 @@ func (l *Loader) commit(ctx context.Context, r *kafkago.Reader) error {
 	if err := r.CommitMessages(ctx, l.pending...); err != nil {
 		return fmt.Errorf("kafka: commit offsets of group %s: %w", l.cfg.Group, err)
 	}
+	l.committed += len(l.pending)
 	l.pending = l.pending[:0]
 	return nil
 }
