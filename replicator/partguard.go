@@ -60,15 +60,21 @@ type partGuard struct {
 
 // partChange is a leaf whose catalog state ferry's state does not explain,
 // seen when PostgreSQL's WAL ended at seenAt: once the stream has passed
-// seenAt, everything that could explain it has been applied.
+// seenAt, everything that could explain it has been applied. The leaf's
+// file is part of what was seen: a leaf rewritten again since is a new
+// change, which something later in the stream may explain (a second
+// TRUNCATE of the root, committed before the stream applied the first).
 type partChange struct {
 	root   *relation
 	leaf   string
+	node   uint32 // the leaf's relfilenode when seen; 0 when it is gone
 	what   string
 	seenAt pglogrepl.LSN
 }
 
-func (c partChange) key() string { return fmt.Sprintf("%d/%s/%s", c.root.ref.OID, c.leaf, c.what) }
+func (c partChange) key() string {
+	return fmt.Sprintf("%d/%s/%d/%s", c.root.ref.OID, c.leaf, c.node, c.what)
+}
 
 // confirmable caps what the stream may confirm.
 func (g *partGuard) confirmable(lastEnd pglogrepl.LSN) pglogrepl.LSN {
@@ -177,14 +183,14 @@ func (s *stream) partitionChanges(ctx context.Context, conn *pgx.Conn, rel *rela
 			}
 			save = true
 		case ok && k.Node != l.Node:
-			changes = append(changes, partChange{root: rel, leaf: l.Name, what: "truncated or rewritten"})
+			changes = append(changes, partChange{root: rel, leaf: l.Name, node: l.Node, what: "truncated or rewritten"})
 		case !ok:
 			older, err := rowsOlderThan(ctx, conn, rel.ref, l)
 			if err != nil {
 				return nil, err
 			}
 			if older {
-				changes = append(changes, partChange{root: rel, leaf: l.Name, what: "attached with rows of its own"})
+				changes = append(changes, partChange{root: rel, leaf: l.Name, node: l.Node, what: "attached with rows of its own"})
 				continue
 			}
 			rel.doc.Leaves = append(rel.doc.Leaves, l.leafState)
@@ -333,9 +339,9 @@ func (s *stream) partitionError(c partChange) error {
 	}
 	return fmt.Errorf("partition %s of %s was %s, which PostgreSQL does not publish for a table published through its root: "+
 		"ClickHouse table %s may no longer hold what PostgreSQL holds, so ferry stops rather than confirm past it "+
-		"(a VACUUM FULL or CLUSTER of the partition looks the same to ferry). "+
+		"(a VACUUM FULL or CLUSTER of the partition looks the same to ferry, and so does a TRUNCATE of the root inside a SAVEPOINT). "+
 		"Resync the table: run DROP TABLE %s in ClickHouse and start ferry again, which copies it anew. "+
-		"To empty one partition replicably, DELETE FROM it, or TRUNCATE %s (the whole table); "+
+		"To empty one partition replicably, DELETE FROM it, or TRUNCATE %s (the whole table, outside a savepoint); "+
 		"with ferry setup's DDL capture, ATTACH and DETACH PARTITION are replicated",
 		c.leaf, c.root.ref, c.what, table, table, c.root.ref)
 }
