@@ -209,7 +209,7 @@ func checkConsumers(t *testing.T, recs []record, schemas bool) {
 		keyChange[topic] = string(got)
 	}
 	if keyChange["it.public.items"] != "cd" || keyChange["it.public.full_pk"] != "cd" {
-		t.Errorf("key changes: want d with %s then c with %s, got %v", kafka.DebeziumNewKey, kafka.DebeziumOldKey, keyChange)
+		t.Errorf("key changes: want a d with %s and a c with %s, got %v", kafka.DebeziumNewKey, kafka.DebeziumOldKey, keyChange)
 	}
 }
 
