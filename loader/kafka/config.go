@@ -48,7 +48,7 @@ func (c Client) withDefaults() (Client, error) {
 }
 
 func (c Client) transport() *kafkago.Transport {
-	return &kafkago.Transport{TLS: c.TLS, SASL: c.SASL, DialTimeout: 10 * time.Second, Dial: brokerDialer().DialContext}
+	return &kafkago.Transport{TLS: c.TLS, SASL: c.SASL, DialTimeout: 10 * time.Second, Dial: c.dial}
 }
 
 // brokerDialer dials brokers through package netdial, so that a broker
@@ -57,11 +57,21 @@ func (c Client) transport() *kafkago.Transport {
 func brokerDialer() *net.Dialer { return netdial.Dialer(10*time.Second, netdial.UserTimeout) }
 
 func (c Client) dialer() *kafkago.Dialer {
-	return &kafkago.Dialer{TLS: c.TLS, SASLMechanism: c.SASL, Timeout: 10 * time.Second, DialFunc: brokerDialer().DialContext}
+	return &kafkago.Dialer{TLS: c.TLS, SASLMechanism: c.SASL, Timeout: 10 * time.Second, DialFunc: c.dial}
 }
 
+// admin returns a client with a transport of its own; closeClient ends it.
 func (c Client) admin() *kafkago.Client {
 	return &kafkago.Client{Addr: kafkago.TCP(c.Brokers...), Transport: c.transport(), Timeout: 30 * time.Second}
+}
+
+// closeClient closes a client's transport: its connections, and the
+// goroutine that refreshes its metadata every few seconds, which would
+// otherwise dial the brokers for as long as the process lives.
+func closeClient(a *kafkago.Client) {
+	if t, ok := a.Transport.(*kafkago.Transport); ok {
+		t.CloseIdleConnections()
+	}
 }
 
 // Ping asks the brokers for the cluster's metadata, so that a wrong
@@ -71,7 +81,9 @@ func (c Client) Ping(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.admin().Metadata(ctx, &kafkago.MetadataRequest{}); err != nil {
+	a := c.admin()
+	defer closeClient(a)
+	if _, err := a.Metadata(ctx, &kafkago.MetadataRequest{}); err != nil {
 		return c.explainUnreachable(fromBrokers(fmt.Errorf("kafka: ask %v for metadata: %w", c.Brokers, err)))
 	}
 	return nil

@@ -473,8 +473,4 @@ func (l *Loader) caughtUp(ctx context.Context, ends map[string][]partitionEnd) (
 }
 
 // closeAdmin closes the admin client's idle broker connections.
-func (l *Loader) closeAdmin() {
-	if t, ok := l.admin.Transport.(*kafkago.Transport); ok {
-		t.CloseIdleConnections()
-	}
-}
+func (l *Loader) closeAdmin() { closeClient(l.admin) }

@@ -468,6 +468,7 @@ func (s *Sink) Close() error {
 		return nil
 	}
 	s.closed = true
+	defer closeClient(s.admin) // the writer's transport too: the writer closes only one it made
 	return s.writer.Close()
 }
 

@@ -178,7 +178,9 @@ func readTopic(ctx context.Context, c Client, topic string, fn func(kafkago.Mess
 
 // partitionBounds are a partition's first and next offsets.
 func partitionBounds(ctx context.Context, c Client, topic string, partition int) (first, last int64, err error) {
-	res, err := c.admin().ListOffsets(ctx, &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{
+	a := c.admin()
+	defer closeClient(a)
+	res, err := a.ListOffsets(ctx, &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{
 		topic: {kafkago.FirstOffsetOf(partition), kafkago.LastOffsetOf(partition)}}})
 	if err != nil {
 		return 0, 0, fromBrokers(err)
