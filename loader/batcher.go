@@ -2,6 +2,7 @@ package loader
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/ferry-cdc/ferry/schema"
@@ -89,4 +90,29 @@ func (b *Batcher) Flush(ctx context.Context) error {
 	b.pending = b.pending[:0]
 	b.rows, b.bytes = 0, 0
 	return nil
+}
+
+// Drop removes the pending rows of tm for which drop returns true, keeping
+// the others in order, and returns how many it removed. The size estimate
+// is left as it was: it only makes the next flush come sooner.
+func (b *Batcher) Drop(tm *schema.TableMap, drop func(*Row) bool) int {
+	batch := b.index[tm]
+	if batch == nil {
+		return 0
+	}
+	kept := batch.Rows[:0]
+	for i := range batch.Rows {
+		if !drop(&batch.Rows[i]) {
+			kept = append(kept, batch.Rows[i])
+		}
+	}
+	n := len(batch.Rows) - len(kept)
+	clear(batch.Rows[len(kept):])
+	batch.Rows = kept
+	b.rows -= n
+	if len(kept) == 0 {
+		delete(b.index, tm)
+		b.pending = slices.DeleteFunc(b.pending, func(p *Batch) bool { return p == batch })
+	}
+	return n
 }

@@ -2,6 +2,7 @@ package loader
 
 import (
 	"context"
+	"errors"
 
 	"github.com/ferry-cdc/ferry/schema"
 )
@@ -15,6 +16,29 @@ type unchanged struct{}
 // destination) before it writes the row, and must fail rather than guess
 // when it cannot find one.
 var Unchanged any = unchanged{}
+
+// ErrNoUnchangedValue is wrapped by a sink's error for a row whose
+// Unchanged value it found nowhere: in no earlier row of its key, neither
+// in the batch nor in the destination.
+var ErrNoUnchangedValue = errors.New("no value for unchanged (TOASTed) column")
+
+// UnchangedResolver is a Sink that resolves Unchanged values itself as it
+// writes, failing with an error that wraps ErrNoUnchangedValue where it
+// cannot. A sink without it passes them on (the Kafka publisher: its
+// loader resolves them).
+type UnchangedResolver interface {
+	ResolvesUnchanged()
+}
+
+// HasUnchanged reports whether vals holds an Unchanged value.
+func HasUnchanged(vals []any) bool {
+	for _, v := range vals {
+		if v == Unchanged {
+			return true
+		}
+	}
+	return false
+}
 
 // Row is one version of one row, bound for the destination.
 type Row struct {

@@ -28,7 +28,7 @@ import (
 // written with the values resolved, not zeros, so that the new key's row of
 // a key change, which may come in a later batch, finds them.
 func (s *Sink) resolveUnchanged(ctx context.Context, tm *schema.TableMap, rows []loader.Row) ([]loader.Row, error) {
-	first := slices.IndexFunc(rows, func(r loader.Row) bool { return hasUnchanged(r.Values) })
+	first := slices.IndexFunc(rows, func(r loader.Row) bool { return loader.HasUnchanged(r.Values) })
 	if first < 0 {
 		return rows, nil
 	}
@@ -58,7 +58,7 @@ func (s *Sink) resolveUnchanged(ctx context.Context, tm *schema.TableMap, rows [
 	out := slices.Clone(rows)
 	h := history{rows: out, byKey: make(map[string][]int, len(rows)), moved: moved}
 	for i := range out {
-		if hasUnchanged(out[i].Values) {
+		if loader.HasUnchanged(out[i].Values) {
 			src, ok := h.source(tm, i, keys, latest)
 			if d, moved := moved[i]; !ok && moved && out[i].Deleted {
 				return nil, s.noCarried(tm, out, i, d)
@@ -186,19 +186,22 @@ func zeros(tm *schema.TableMap) []any {
 
 func (s *Sink) noValue(tm *schema.TableMap, r loader.Row, i int) error {
 	j := slices.Index(r.Values, loader.Unchanged)
-	return reject(fmt.Errorf("clickhouse: write %s: no value for unchanged (TOASTed) column %q of the row with key %s: "+
+	return reject(fmt.Errorf("clickhouse: write %s: %w %q of the row with key %s: "+
 		"it is neither in an earlier row of the batch nor stored in ClickHouse; "+
 		"set REPLICA IDENTITY FULL on %s, or resync the table",
-		s.table(tm.Name), tm.Columns[j].Name, rowKey(tm, r, i), tm.Source.QualifiedName()))
+		s.table(tm.Name), loader.ErrNoUnchangedValue, tm.Columns[j].Name, rowKey(tm, r, i), tm.Source.QualifiedName()))
 }
+
+// ResolvesUnchanged marks the sink as a loader.UnchangedResolver.
+func (s *Sink) ResolvesUnchanged() {}
 
 // noCarried is noValue for a carrier (see movedFrom).
 func (s *Sink) noCarried(tm *schema.TableMap, out []loader.Row, i, d int) error {
 	j := slices.Index(out[i].Values, loader.Unchanged)
-	return reject(fmt.Errorf("clickhouse: write %s: no value for unchanged (TOASTed) column %q to carry from key %s to key %s "+
+	return reject(fmt.Errorf("clickhouse: write %s: %w %q to carry from key %s to key %s "+
 		"(an update that changed the key, through Kafka): the old key's row before the change is neither in the batch "+
 		"nor stored in ClickHouse; set REPLICA IDENTITY FULL on %s, or resync the table",
-		s.table(tm.Name), tm.Columns[j].Name, rowKey(tm, out[d], d), rowKey(tm, out[i], i), tm.Source.QualifiedName()))
+		s.table(tm.Name), loader.ErrNoUnchangedValue, tm.Columns[j].Name, rowKey(tm, out[d], d), rowKey(tm, out[i], i), tm.Source.QualifiedName()))
 }
 
 // movedFrom finds the rows whose Unchanged values are another key's, and
@@ -223,9 +226,9 @@ func movedFrom(rows []loader.Row, keys []string) map[int]int {
 			continue
 		}
 		switch {
-		case !r.Deleted && p.Version == r.Version && hasUnchanged(r.Values):
+		case !r.Deleted && p.Version == r.Version && loader.HasUnchanged(r.Values):
 			moved[i] = i - 1
-		case r.Deleted && p.Version+1 == r.Version && hasUnchanged(p.Values):
+		case r.Deleted && p.Version+1 == r.Version && loader.HasUnchanged(p.Values):
 			moved[i-1] = i
 		}
 	}
@@ -247,7 +250,7 @@ func (s *Sink) lookupUnchanged(ctx context.Context, tm *schema.TableMap, rows []
 		}
 	}
 	for i := range rows {
-		if _, carrier := moved[i]; !hasUnchanged(rows[i].Values) || (rows[i].Deleted && !carrier) {
+		if _, carrier := moved[i]; !loader.HasUnchanged(rows[i].Values) || (rows[i].Deleted && !carrier) {
 			continue
 		}
 		add(i)
@@ -379,15 +382,6 @@ func keyString(tm *schema.TableMap, vals []any) string {
 		b.WriteString(c)
 	}
 	return b.String()
-}
-
-func hasUnchanged(vals []any) bool {
-	for _, v := range vals {
-		if v == loader.Unchanged {
-			return true
-		}
-	}
-	return false
 }
 
 // KeyVersion returns the version of the latest row stored for the key in
