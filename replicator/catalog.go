@@ -204,6 +204,9 @@ type catalogTable struct {
 	ShapedAt uint64 `json:"shaped_at,omitempty"`
 	// Member is the relation's member, kept with the stored state.
 	Member []string `json:"member,omitempty"`
+	// Recopy is the relation's recopy, kept with the stored state: a
+	// restart before the copy leaves the same updates to it.
+	Recopy string `json:"recopy,omitempty"`
 	// Excluded and RowFilter are the filter the ClickHouse table was made
 	// under (--exclude-columns, --row-filter); Kept the attnums of the
 	// publication's column list, nil when it has none (see filter.go).

@@ -3,6 +3,7 @@ package replicator
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"go.uber.org/zap"
@@ -108,6 +109,13 @@ func (s *stream) update(m *pglogrepl.UpdateMessage, version uint64) error {
 	vals, size, err := rel.values(m.NewTuple, old)
 	if err != nil {
 		return err
+	}
+	if loader.HasUnchanged(vals) {
+		if rel.recopy != "" {
+			rel.leftToCopy++ // see membership.go
+			return nil
+		}
+		s.unchangedAt = time.Now()
 	}
 	return s.add(rel, loader.Row{Values: vals, Version: version, Old: oldVals}, size)
 }

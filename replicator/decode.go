@@ -41,6 +41,12 @@ type relation struct {
 	// member names the publication catalog rows that published the table
 	// when ferry last looked (see membership.go).
 	member []string
+	// recopy, while the table waits for the copy that follows its return
+	// to the publication, names the request for that copy (its At, see
+	// membership.go); empty otherwise.
+	recopy string
+	// leftToCopy counts the updates left to that copy (see leaveToCopy).
+	leftToCopy int
 }
 
 // values converts a pgoutput tuple into row values. An unchanged TOAST

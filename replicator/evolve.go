@@ -156,6 +156,7 @@ func (s *stream) evolveTo(ctx context.Context, rel *relation, d described, byAtt
 	next.copied = rel.copied // until a rebuild's copy replaces it
 	next.truncated = rel.truncated
 	next.member = rel.member
+	next.recopy, next.leftToCopy = rel.recopy, rel.leftToCopy
 	// A change from before the table's shape is history that a restart
 	// brings again (the slot's confirmed position may fall back: before
 	// PostgreSQL 17 a shutdown does not save it). Its reverse in place

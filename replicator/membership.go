@@ -3,6 +3,7 @@ package replicator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
+
+	"github.com/ferry-cdc/ferry/loader"
 )
 
 // A table dropped from the publication and added back has a gap: PostgreSQL
@@ -23,6 +26,20 @@ import (
 // and ferry copies it afresh (a resync request written into the WAL, so
 // that the stream meets it in order and the slot is not confirmed past it
 // before the copy is swapped in).
+
+// An update that leaves a TOASTed column as it was (loader.Unchanged) takes
+// the column's value from the key's row that ClickHouse holds. A table added
+// back may lack that row: it was inserted while the table was out. The
+// copy that follows the table's return brings every row as it is then, so
+// until the stream meets the request for that copy (relation.recopy) such
+// updates are left to it, not written: every change before the request in
+// the stream committed before the copy's snapshot. Only the catalog tells
+// that the table came back, and it must be read after such an update was
+// received. A sink that resolves the values itself (ClickHouse) fails the
+// write when it finds none, and the flush then reads the catalog and tries
+// again; for one that passes them on (the Kafka publisher, whose loader
+// resolves them), a flush that holds such an update reads the catalog
+// first, unless it was read since.
 
 // membershipEvery is how often a running stream reads the memberships.
 const membershipEvery = 5 * time.Second
@@ -64,6 +81,42 @@ func (r *Replicator) memberships(ctx context.Context, conn *pgx.Conn, oids []uin
 	return out, nil
 }
 
+// joinPublished joins the tables of the publications that ferry does not
+// replicate yet: added to a publication while ferry runs, or out of it when
+// ferry started. Their first change would make them join too (see join),
+// but a table nobody changes would stay without its rows in ClickHouse, or
+// with the rows it had when it left the publication.
+func (s *stream) joinPublished(ctx context.Context, conn *pgx.Conn) error {
+	rows, err := conn.Query(ctx, `SELECT DISTINCT c.oid FROM pg_publication_tables p
+		JOIN pg_namespace n ON n.nspname = p.schemaname JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+		WHERE p.pubname IN ($1, $2) ORDER BY 1`, s.cfg.Publication, s.cfg.Publication+"_append")
+	if err != nil {
+		return fmt.Errorf("list the tables of publication %s: %w", s.cfg.Publication, err)
+	}
+	oids, err := pgx.CollectRows(rows, pgx.RowTo[uint32])
+	if err != nil {
+		return fmt.Errorf("list the tables of publication %s: %w", s.cfg.Publication, err)
+	}
+	for _, oid := range oids {
+		if s.byOID[oid] != nil || s.skipped[oid] {
+			continue
+		}
+		if err := s.join(ctx, oid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// memberDue is when checkMembership next reads the catalog unforced.
+func (s *stream) memberDue() time.Time {
+	every := membershipEvery
+	if s.rep.memberEvery > 0 {
+		every = s.rep.memberEvery
+	}
+	return s.memberCheck.Add(every)
+}
+
 // rejoined tells whether a table published by the rows was out of the
 // publications since it was published by known: none of them is left.
 func rejoined(known, now []string) bool {
@@ -84,16 +137,23 @@ func rejoined(known, now []string) bool {
 // out of the publication now keeps what ferry knew: ferry follows it again
 // when it comes back.
 func (s *stream) checkMembership(ctx context.Context, force bool) error {
-	if !force && time.Since(s.memberCheck) < membershipEvery {
+	if s.checking || (!force && time.Now().Before(s.memberDue())) {
 		return nil
 	}
+	s.checking = true
+	defer func() { s.checking = false }()
 	s.memberCheck = time.Now()
-	if len(s.byOID) == 0 {
-		return nil
-	}
 	conn, err := s.pg(ctx)
 	if err != nil {
 		return err
+	}
+	if !s.inTx {
+		if err := s.joinPublished(ctx, conn); err != nil {
+			return err
+		}
+	}
+	if len(s.byOID) == 0 {
+		return nil
 	}
 	oids := make([]uint32, 0, len(s.byOID))
 	for oid := range s.byOID {
@@ -126,8 +186,19 @@ func (s *stream) checkMembership(ctx context.Context, force bool) error {
 			"stop ferry, drop the ClickHouse table %s and start ferry again to copy it", back[0].ref, s.cfg.Publication, serverMajor(s.conn), back[0].tm.Name)
 	}
 	if len(back) > 0 {
-		if err := s.requestRejoinResync(ctx, conn, back); err != nil {
+		req, err := s.requestRejoinResync(ctx, conn, back)
+		if err != nil {
 			return err
+		}
+		for _, rel := range back {
+			rel.recopy = req
+			n := s.batch.Drop(rel.tm, func(r *loader.Row) bool { return !r.Deleted && loader.HasUnchanged(r.Values) })
+			rel.leftToCopy += n
+			s.leftToCopy += n
+			if n > 0 {
+				s.log.Warn("updates of the table that left TOASTed columns unchanged are left to its copy: ClickHouse may lack the rows they update",
+					zap.Stringer("table", rel.ref), zap.Int("updates", n))
+			}
 		}
 	}
 	if len(changed) == 0 {
@@ -147,22 +218,74 @@ func (s *stream) checkMembership(ctx context.Context, force bool) error {
 }
 
 // requestRejoinResync writes a resync request for tables that came back to
-// the publication. The stream meets it after every change it was sent
-// before the request, the ones after the table came back among them, and
-// copies each table afresh there.
-func (s *stream) requestRejoinResync(ctx context.Context, conn *pgx.Conn, rels []*relation) error {
+// the publication, and returns what names it (see recopyName). The stream
+// meets it after every change it was sent before the request, the ones
+// after the table came back among them, and copies each table afresh there.
+func (s *stream) requestRejoinResync(ctx context.Context, conn *pgx.Conn, rels []*relation) (string, error) {
 	req := resyncRequest{At: time.Now().UTC(), Rejoined: true}
 	for _, rel := range rels {
 		req.Tables = append(req.Tables, resyncTable{OID: rel.ref.OID, Name: rel.ref.String()})
 	}
 	doc, err := json.Marshal(req)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var at pglogrepl.LSN
 	if err := conn.QueryRow(ctx, `SELECT pg_logical_emit_message(true, $1, $2)::text`, resyncPrefix, string(doc)).Scan(lsnScanner{&at}); err != nil {
-		return fmt.Errorf("write the request to copy tables added back to the publication into the WAL: %w", err)
+		return "", fmt.Errorf("write the request to copy tables added back to the publication into the WAL: %w", err)
 	}
 	s.rep.recheckTo = max(s.rep.recheckTo, at)
-	return nil
+	return recopyName(req), nil
+}
+
+// recopyName names a request to copy tables added back: its time, which
+// no other request of the slot's shares.
+func recopyName(req resyncRequest) string {
+	return req.At.UTC().Format(time.RFC3339Nano)
+}
+
+// recopied ends the wait of a table added back for its copy, once the copy
+// of the request named name is swapped in. An earlier request's copy does
+// not end it: the table came back again since.
+func (s *stream) recopied(ctx context.Context, oid uint32, name string) error {
+	rel := s.byOID[oid]
+	if rel == nil || rel.recopy != name {
+		return nil
+	}
+	if rel.leftToCopy > 0 {
+		s.log.Info("the copy holds the updates left to it", zap.Stringer("table", rel.ref), zap.Int("updates", rel.leftToCopy))
+	}
+	rel.recopy, rel.leftToCopy = "", 0
+	return s.rep.saveState(ctx, rel)
+}
+
+// checkBeforeFlush reads the catalog before a flush that holds updates with
+// Unchanged values, when the sink passes them on and the catalog was not
+// read since the newest of them came (see above).
+func (s *stream) checkBeforeFlush(ctx context.Context) error {
+	if s.unchangedAt.IsZero() || s.memberCheck.After(s.unchangedAt) {
+		return nil
+	}
+	if _, ok := s.sink.(loader.UnchangedResolver); ok {
+		return nil
+	}
+	return s.checkMembership(ctx, true)
+}
+
+// retryLeftToCopy handles a flush's error: when the sink found no value
+// for an unchanged column, it reads the catalog, and when that leaves
+// updates of a table added back to the copy, flushes again. Otherwise it
+// returns err.
+func (s *stream) retryLeftToCopy(ctx context.Context, err error) error {
+	if !errors.Is(err, loader.ErrNoUnchangedValue) {
+		return err
+	}
+	before := s.leftToCopy
+	if cerr := s.checkMembership(ctx, true); cerr != nil {
+		return errors.Join(err, cerr)
+	}
+	if s.leftToCopy == before {
+		return err
+	}
+	return s.flushWithRetry(ctx)
 }

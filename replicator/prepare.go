@@ -137,7 +137,8 @@ func union(a, b []*relation) []*relation {
 
 func newRelation(ref tableRef, tm *schema.TableMap, d described) *relation {
 	return &relation{ref: ref, tm: tm, typeOIDs: d.typeOIDs, attnums: d.attnums, hasDefault: d.hasDefault, partitions: d.partitions, doc: d.doc,
-		copied: d.doc.Copied, stale: d.doc.Stale, truncated: pglogrepl.LSN(d.doc.Truncated), shapedAt: d.doc.ShapedAt, member: d.doc.Member}
+		copied: d.doc.Copied, stale: d.doc.Stale, truncated: pglogrepl.LSN(d.doc.Truncated), shapedAt: d.doc.ShapedAt, member: d.doc.Member,
+		recopy: d.doc.Recopy}
 }
 
 // saveState stores the description the table's ClickHouse side now
@@ -148,7 +149,7 @@ func (r *Replicator) saveState(ctx context.Context, rel *relation) error {
 		return nil
 	}
 	d := rel.doc
-	d.Copied, d.Stale, d.Truncated, d.ShapedAt, d.Member = rel.copied, rel.stale, uint64(rel.truncated), rel.shapedAt, rel.member
+	d.Copied, d.Stale, d.Truncated, d.ShapedAt, d.Member, d.Recopy = rel.copied, rel.stale, uint64(rel.truncated), rel.shapedAt, rel.member, rel.recopy
 	doc, err := json.Marshal(d)
 	if err != nil {
 		return fmt.Errorf("encode the description of %s: %w", rel.ref, err)

@@ -206,6 +206,11 @@ func (s *stream) resync(ctx context.Context, req resyncRequest, version uint64) 
 			return fmt.Errorf("resync %s: %w", rel.ref, err)
 		}
 		s.log.Info("resync done", zap.Stringer("table", rel.ref), zap.Duration("took", time.Since(start)))
+		if req.Rejoined {
+			if err := s.recopied(ctx, t.OID, recopyName(req)); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

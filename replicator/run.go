@@ -37,6 +37,8 @@ type Replicator struct {
 	// connected: a cycle reached PostgreSQL once. Until then a failure to
 	// connect ends Run instead of being retried.
 	connected bool
+	// memberEvery, when not 0, replaces membershipEvery (tests).
+	memberEvery time.Duration
 	// recheckTo is the WAL position of the last request a stale copy wrote
 	// (see recheckStale): a catch-up run streams at least to it.
 	recheckTo pglogrepl.LSN

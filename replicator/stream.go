@@ -59,6 +59,11 @@ type stream struct {
 	guard *partGuard // nil when no partitioned table is replicated
 
 	memberCheck time.Time // when checkMembership last read the catalog
+	// unchangedAt is when the newest pending row with Unchanged values
+	// was queued, zero when none is (see membership.go).
+	unchangedAt time.Time
+	leftToCopy  int  // updates left to copies of tables added back (see membership.go), in all
+	checking    bool // checkMembership is running (it flushes, and a flush may call it)
 
 	// The read deadline last set on the replication connection.
 	rdeadline time.Time
@@ -113,11 +118,13 @@ func (s *stream) tick(ctx context.Context) error {
 		}
 		now = time.Now() // a flush can take a while
 	}
+	// Not only when a status update is due: keepalives answered at once
+	// (see keepalive) put that off for as long as the server's WAL moves.
+	if err := s.checkMembership(ctx, false); err != nil {
+		return err
+	}
 	if !now.Before(s.nextStatus) {
 		if err := s.checkPartitions(ctx, false); err != nil {
-			return err
-		}
-		if err := s.checkMembership(ctx, false); err != nil {
 			return err
 		}
 		return s.sendStatus(false)
@@ -129,6 +136,9 @@ func (s *stream) tick(ctx context.Context) error {
 func (s *stream) receive(ctx context.Context) error {
 	deadline := s.nextStatus
 	if d := s.batch.Deadline(); !d.IsZero() && d.Before(deadline) {
+		deadline = d
+	}
+	if d := s.memberDue(); d.Before(deadline) {
 		deadline = d
 	}
 	if !deadline.Equal(s.rdeadline) {
@@ -252,12 +262,18 @@ func (s *stream) keepalive(ctx context.Context, ka pglogrepl.PrimaryKeepaliveMes
 // while it keeps the connection to PostgreSQL alive, then confirms the end
 // of the last complete transaction.
 func (s *stream) flush(ctx context.Context) error {
+	if err := s.checkBeforeFlush(ctx); err != nil {
+		return err
+	}
 	if s.batch.Len() > 0 {
 		n := s.batch.Len()
 		start := time.Now()
 		if err := s.flushWithRetry(ctx); err != nil {
-			return err
+			if err = s.retryLeftToCopy(ctx, err); err != nil {
+				return err
+			}
 		}
+		s.unchangedAt = time.Time{}
 		took := time.Since(start)
 		s.lastHeard = time.Now() // a long flush is not the server's silence
 		s.cfg.Observer.Flushed(n, took)
