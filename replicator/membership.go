@@ -82,8 +82,8 @@ func (r *Replicator) memberships(ctx context.Context, conn *pgx.Conn, oids []uin
 }
 
 // joinPublished joins the tables of the publications that ferry does not
-// replicate yet: added to a publication while ferry runs, or out of it when
-// ferry started. Their first change would make them join too (see join),
+// replicate yet: added to a publication while ferry runs, out of it when
+// ferry started, or out of it when a change of theirs came (see join). Their first change would make them join too (see join),
 // but a table nobody changes would stay without its rows in ClickHouse, or
 // with the rows it had when it left the publication.
 func (s *stream) joinPublished(ctx context.Context, conn *pgx.Conn) error {
@@ -98,8 +98,15 @@ func (s *stream) joinPublished(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("list the tables of publication %s: %w", s.cfg.Publication, err)
 	}
 	for _, oid := range oids {
-		if s.byOID[oid] != nil || s.skipped[oid] {
+		if s.byOID[oid] != nil {
 			continue
+		}
+		if s.skipped[oid] {
+			// Left out when its change came: it was not published then
+			// (dropped from the publication after that change), and its
+			// changes since were left out too. Its copy holds them.
+			s.log.Warn("a table ferry left out as unpublished is in the publication now: copying it", zap.Uint32("oid", oid))
+			delete(s.skipped, oid)
 		}
 		if err := s.join(ctx, oid); err != nil {
 			return err

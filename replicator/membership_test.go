@@ -204,3 +204,42 @@ func TestTableAddedWhileRunning(t *testing.T) {
 		t.Errorf("verified %v, want public.a 100 rows, public.b 90 and public.c 50", counts)
 	}
 }
+
+// TestSkippedTableAddedBack: a table whose first change reaches ferry after
+// the table was dropped from the publication looks unpublished when ferry
+// reads the catalog, and ferry leaves it out. Added back, it must be copied;
+// before, ferry left its changes out for as long as it ran, while the slot
+// was confirmed past them. A large transaction before holds ferry back, so
+// that the drop commits before ferry meets the table's change.
+func TestSkippedTableAddedBack(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE a (id int PRIMARY KEY, v text)`, `INSERT INTO a SELECT g, 'a' || g FROM generate_series(1, 200000) g`)
+	cfg := e.config()
+	cfg.Tables = []string{"public.a"}
+	e.mustCatchUp(cfg)
+	cfg.Tables = nil
+
+	stop := e.streamInBackground(cfg)
+	e.exec(`UPDATE a SET v = 'streaming' WHERE id = 1`)
+	testkit.WaitFor(t, 2*time.Minute, "ferry to stream", func() bool {
+		return len(e.chStrings("SELECT 'found' FROM "+e.table("a")+" FINAL WHERE id = 1 AND v = 'streaming'")) == 1
+	})
+	e.exec(`CREATE TABLE d (id int PRIMARY KEY, v text)`, `ALTER PUBLICATION ferry ADD TABLE d`,
+		`UPDATE a SET v = 'big'`,
+		`INSERT INTO d VALUES (1, 'x')`, `ALTER PUBLICATION ferry DROP TABLE d`)
+	end := e.pgStrings(`SELECT pg_current_wal_lsn()::text`)[0][0]
+	testkit.WaitFor(t, 2*time.Minute, "ferry to confirm the drop", func() bool {
+		return e.pgStrings(`SELECT (confirmed_flush_lsn >= '` + end + `')::text FROM pg_replication_slots WHERE slot_name = '` + e.slot + `'`)[0][0] == "true"
+	})
+	e.exec(`INSERT INTO d VALUES (2, 'while out')`, `ALTER PUBLICATION ferry ADD TABLE d`, `UPDATE d SET v = 'y' WHERE id = 1`)
+	testkit.WaitFor(t, 2*time.Minute, "ferry to copy d", func() bool {
+		return len(e.chStrings("SELECT name FROM system.tables WHERE database = '"+e.db+"' AND name = 'd'")) == 1 &&
+			len(e.chStrings("SELECT 'found' FROM "+e.table("d")+" FINAL WHERE id = 1 AND v = 'y' AND _ferry_deleted = 0")) == 1 &&
+			len(e.chStrings("SELECT 'found' FROM "+e.table("d")+" FINAL WHERE id = 2 AND _ferry_deleted = 0")) == 1
+	})
+	e.exec(`UPDATE d SET v = 'z' WHERE id = 2`)
+	stop()
+	if counts := e.verifyAll(cfg); counts["public.a"] != 200000 || counts["public.d"] != 2 {
+		t.Errorf("verified %v, want public.a 200000 rows and public.d 2", counts)
+	}
+}
