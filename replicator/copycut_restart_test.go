@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/loader/clickhouse"
@@ -14,14 +13,16 @@ import (
 
 var errCopyCut = errors.New("test: the copy is cut short")
 
-// cutCopy is the ClickHouse sink, but of a copy's two INSERTs (page
-// ranges) the second fails once the first is stored, as a ferry killed in
-// the middle of a copy would leave the table: part of its rows.
+// cutCopy is the ClickHouse sink, but a copy through it stores the rows of
+// its first send and then fails, as a ferry killed in the middle of a copy
+// would leave the table: part of its rows. The first send's INSERT is
+// ended (stored) at the second send, whichever worker makes it: one worker
+// may copy both page ranges through one INSERT on a loaded machine.
 type cutCopy struct {
 	*clickhouse.Sink
-	mu      sync.Mutex
-	streams int
-	stored  chan struct{}
+	mu    sync.Mutex
+	sends int
+	first func(commit bool) error // ends the first send's INSERT
 }
 
 func (s *cutCopy) InsertStream(ctx context.Context, tm *schema.TableMap) (func([]loader.Row) error, func(bool) error, error) {
@@ -29,24 +30,34 @@ func (s *cutCopy) InsertStream(ctx context.Context, tm *schema.TableMap) (func([
 	if err != nil {
 		return nil, nil, err
 	}
-	s.mu.Lock()
-	s.streams++
-	n := s.streams
-	s.mu.Unlock()
-	if n == 1 {
-		return send, func(commit bool) error {
-			err := end(commit)
-			close(s.stored)
-			return err
-		}, nil
+	var mu sync.Mutex // one call at a time into the INSERT
+	var once sync.Once
+	var endErr error
+	endOnce := func(commit bool) error {
+		mu.Lock()
+		defer mu.Unlock()
+		once.Do(func() { endErr = end(commit) })
+		return endErr
 	}
-	return func([]loader.Row) error {
-		select {
-		case <-s.stored:
-		case <-time.After(time.Minute):
+	return func(rows []loader.Row) error {
+		s.mu.Lock()
+		s.sends++
+		n := s.sends
+		if n == 1 {
+			s.first = endOnce
 		}
-		return errCopyCut
-	}, end, nil
+		first := s.first
+		s.mu.Unlock()
+		if n > 1 {
+			if err := first(true); err != nil {
+				return err
+			}
+			return errCopyCut
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return send(rows)
+	}, endOnce, nil
 }
 
 // TestInterruptedCopyMissing: a restart copies a table whose ClickHouse
@@ -64,7 +75,7 @@ func TestInterruptedCopyMissing(t *testing.T) {
 	if err := e.ch.Exec(context.Background(), "DROP TABLE "+e.table("items")); err != nil {
 		t.Fatal(err)
 	}
-	err := e.catchUpThrough(cfg, &cutCopy{Sink: e.sink(), stored: make(chan struct{})})
+	err := e.catchUpThrough(cfg, &cutCopy{Sink: e.sink()})
 	if !errors.Is(err, errCopyCut) {
 		t.Fatalf("run: %v, want the copy cut short", err)
 	}

@@ -316,3 +316,15 @@ func trim(s string) string {
 }
 
 func errorAs(err error, target any) bool { return errors.As(err, target) }
+
+// chHasTable tells whether the env's ClickHouse database has the table.
+// (EXISTS TABLE, not system.tables: ClickHouse 18.16 fails a read of
+// system.tables that meets a table being dropped or renamed.)
+func (e *env) chHasTable(name string) bool {
+	e.t.Helper()
+	var exists uint8
+	if err := e.ch.QueryRow(context.Background(), "EXISTS TABLE "+e.table(name)).Scan(&exists); err != nil {
+		e.t.Fatalf("EXISTS TABLE %s: %v", e.table(name), err)
+	}
+	return exists == 1
+}

@@ -76,7 +76,7 @@ func TestLargeTransaction(t *testing.T) {
 // table; 0 while it does not exist.
 func (e *env) chCount(table string) int {
 	e.t.Helper()
-	if len(e.chStrings("SELECT name FROM system.tables WHERE database = '"+e.db+"' AND name = '"+table+"'")) == 0 {
+	if !e.chHasTable(table) {
 		return 0
 	}
 	n, _ := strconv.Atoi(e.chStrings("SELECT toString(count()) FROM " + e.table(table))[0][0])

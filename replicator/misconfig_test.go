@@ -267,7 +267,7 @@ func TestResyncWhileSlotHeld(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- e.catchUp(cfg) }()
 	testkit.WaitFor(t, 2*time.Minute, "ferry to make table a anew", func() bool {
-		return len(e.chStrings("SELECT name FROM system.tables WHERE database = '"+e.db+"' AND name = 'a'")) == 1
+		return e.chHasTable("a")
 	})
 	time.Sleep(2 * time.Second) // at least one attempt more finds the slot held
 	release()

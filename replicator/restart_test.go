@@ -56,7 +56,7 @@ func TestKillMidBatch(t *testing.T) {
 		}
 	}
 	tableExists := func() bool {
-		return len(e.chStrings("SELECT name FROM system.tables WHERE database = '"+e.db+"' AND name = 'items'")) == 1
+		return e.chHasTable("items")
 	}
 
 	// 1. Killed during the initial copy, after some batches landed.
