@@ -30,6 +30,16 @@ type UnchangedResolver interface {
 	ResolvesUnchanged()
 }
 
+// LiveRebuilder is an Evolver whose shadow tables (see SwapTable) take
+// Writes from the stream while a copy fills them from other goroutines, so
+// that a table can be copied again beside the stream. Such a sink resolves
+// Unchanged values from the rows stored in the table written (see
+// UnchangedResolver). RebuildsLive reports whether it can now (not on a
+// cluster, say).
+type LiveRebuilder interface {
+	RebuildsLive() bool
+}
+
 // HasUnchanged reports whether vals holds an Unchanged value.
 func HasUnchanged(vals []any) bool {
 	for _, v := range vals {

@@ -210,7 +210,14 @@ func (s *stream) truncate(ctx context.Context, m *pglogrepl.TruncateMessage) err
 	}
 	for _, oid := range m.RelationIDs {
 		rel, ok := s.relation(oid)
-		if !ok || rel.tm.Source.AppendOnly || rel.copied.holds(s.txID, s.txCommit) || s.txCommit < rel.truncated {
+		if !ok {
+			continue
+		}
+		if err := s.settleResync(ctx, oid); err != nil {
+			return err
+		}
+		rel = s.byOID[oid]
+		if rel.tm.Source.AppendOnly || rel.copied.holds(s.txID, s.txCommit) || s.txCommit < rel.truncated {
 			continue // a copy that holds the transaction was taken after the truncation, or a later one was applied
 		}
 		if rel.truncated != s.txCommit {
@@ -261,6 +268,9 @@ func (s *stream) add(rel *relation, row loader.Row, size int) error {
 	row.TxID, row.CommitMicros = s.txID, s.txCommitMicros
 	s.batch.Add(rel.tm, row, size+16*len(row.Values))
 	s.rows++
+	if lr := s.resyncs[rel.ref.OID]; lr != nil {
+		return s.shadowRow(lr, row, size+16*len(row.Values))
+	}
 	return nil
 }
 

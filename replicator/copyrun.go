@@ -43,6 +43,9 @@ type copyJob struct {
 	// job is deferred: plan leaves it uncopied and sets deferred.
 	recheck  *pgx.Conn
 	deferred bool
+	// planned, when not nil, is called once the target is emptied, before
+	// any row is written to it.
+	planned func()
 
 	total uint64        // the planner's estimate of the rows, for progress
 	start time.Time     // when the copy of the table began
@@ -100,6 +103,11 @@ func (r *Replicator) copyJobs(ctx context.Context, conn *pgx.Conn, snapshot stri
 		}
 		for _, rng := range ranges {
 			tasks = append(tasks, copyTask{job: j, rng: rng})
+		}
+	}
+	for _, j := range jobs {
+		if j.planned != nil {
+			j.planned()
 		}
 	}
 	n := max(1, min(workers, len(tasks)))

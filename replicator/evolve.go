@@ -50,6 +50,9 @@ func (s *stream) ddl(ctx context.Context, ev ddlEvent, version uint64) error {
 		if rel == nil {
 			return s.partitionDropped(ctx, ev.Table.OID, version)
 		}
+		if err := s.abandonResync(ctx, ev.Table.OID, "the table was dropped in PostgreSQL"); err != nil {
+			return err
+		}
 		if err := s.flush(ctx); err != nil {
 			return err
 		}
@@ -118,33 +121,24 @@ func (s *stream) evolve(ctx context.Context, rel *relation, d described, byAttnu
 // evolveTo is evolve, with a rebuild even of an unchanged table when
 // rebuild is set (a resync).
 func (s *stream) evolveTo(ctx context.Context, rel *relation, d described, byAttnum bool, version uint64, rebuild bool) error {
-	if rel.ref.AppendOnly {
-		d.table.AppendOnly = true
-	}
-	d.restrict(rel.doc.Kept, rel.doc.RowFilter, rel.doc.Excluded)
-	d.table.FullRow = d.ident == 'f' && !hasKey(d.table) && !d.table.AppendOnly
-	d.table.NullAsDefault = rel.tm.Source.NullAsDefault
-	d.table.NativeJSON = rel.tm.Source.NativeJSON
-	if err := applyTextColumns(&d.table, s.rep.textCols[rel.ref.String()]); err != nil {
+	if err := s.fit(rel, &d); err != nil {
 		return err
 	}
-	// The catalog's leaves (in a captured DDL's description too) may show a
-	// partition change the stream did not carry: only a copy explains them.
-	d.doc.Leaves = rel.doc.Leaves
-	// The row key encoding is the ClickHouse rows', which only a copy changes.
-	d.table.DistinctNull, d.doc.DistinctNull = rel.tm.Source.DistinctNull, rel.doc.DistinctNull
 	attach := byAttnum && !reflect.DeepEqual(rel.partitions, d.partitions)
 	if reflect.DeepEqual(rel.tm.Source, d.table) && !attach && !rebuild {
 		rel.typeOIDs, rel.attnums, rel.hasDefault, rel.partitions, rel.doc = d.typeOIDs, d.attnums, d.hasDefault, d.partitions, d.doc
 		return s.rep.saveState(ctx, rel)
 	}
-	tm, err := schema.Map(d.table, s.rep.caps)
+	// A copy running beside the stream is of the table's shape until now.
+	if err := s.settleResync(ctx, rel.ref.OID); err != nil {
+		return err
+	}
+	rel = s.byOID[rel.ref.OID]
+	next, err := s.nextRelation(rel, d)
 	if err != nil {
 		return err
 	}
-	if err := s.rep.shape(tm, rel.ref); err != nil {
-		return err
-	}
+	tm := next.tm
 	if err := s.flush(ctx); err != nil {
 		return err
 	}
@@ -152,11 +146,6 @@ func (s *stream) evolveTo(ctx context.Context, rel *relation, d described, byAtt
 	if err != nil {
 		return err
 	}
-	next := newRelation(tableRef{OID: rel.ref.OID, Schema: d.table.Schema, Name: d.table.Name, AppendOnly: rel.ref.AppendOnly}, tm, d)
-	next.copied = rel.copied // until a rebuild's copy replaces it
-	next.truncated = rel.truncated
-	next.member = rel.member
-	next.recopy, next.leftToCopy = rel.recopy, rel.leftToCopy
 	// A change from before the table's shape is history that a restart
 	// brings again (the slot's confirmed position may fall back: before
 	// PostgreSQL 17 a shutdown does not save it). Its reverse in place
@@ -218,6 +207,46 @@ func (s *stream) evolveTo(ctx context.Context, rel *relation, d described, byAtt
 	}
 	s.log.Info("schema change applied", zap.Stringer("table", next.ref), zap.Int("changes", len(changes)), zap.Bool("rebuilt", rebuild))
 	return nil
+}
+
+// fit makes d, a table's description from the catalog, a Relation message
+// or a captured DDL, describe the table as ferry replicates it: the same
+// columns kept, filters, options and row key encoding.
+func (s *stream) fit(rel *relation, d *described) error {
+	if rel.ref.AppendOnly {
+		d.table.AppendOnly = true
+	}
+	d.restrict(rel.doc.Kept, rel.doc.RowFilter, rel.doc.Excluded)
+	d.table.FullRow = d.ident == 'f' && !hasKey(d.table) && !d.table.AppendOnly
+	d.table.NullAsDefault = rel.tm.Source.NullAsDefault
+	d.table.NativeJSON = rel.tm.Source.NativeJSON
+	if err := applyTextColumns(&d.table, s.rep.textCols[rel.ref.String()]); err != nil {
+		return err
+	}
+	// The catalog's leaves (in a captured DDL's description too) may show a
+	// partition change the stream did not carry: only a copy explains them.
+	d.doc.Leaves = rel.doc.Leaves
+	// The row key encoding is the ClickHouse rows', which only a copy changes.
+	d.table.DistinctNull, d.doc.DistinctNull = rel.tm.Source.DistinctNull, rel.doc.DistinctNull
+	return nil
+}
+
+// nextRelation maps d, fitted, to the relation that replaces rel, which
+// keeps rel's stream state.
+func (s *stream) nextRelation(rel *relation, d described) (*relation, error) {
+	tm, err := schema.Map(d.table, s.rep.caps)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.rep.shape(tm, rel.ref); err != nil {
+		return nil, err
+	}
+	next := newRelation(tableRef{OID: rel.ref.OID, Schema: d.table.Schema, Name: d.table.Name, AppendOnly: rel.ref.AppendOnly}, tm, d)
+	next.copied = rel.copied // until a rebuild's copy replaces it
+	next.truncated = rel.truncated
+	next.member = rel.member
+	next.recopy, next.leftToCopy = rel.recopy, rel.leftToCopy
+	return next, nil
 }
 
 // renamedColumns pairs columns by attnum, which a rename keeps. Columns
@@ -308,25 +337,40 @@ func (s *stream) rebuild(ctx context.Context, rel *relation, version uint64) err
 	if err != nil {
 		return err
 	}
-	shadow := *rel.tm
-	shadow.Name = fmt.Sprintf("%s__ferry_rebuild_%x", rel.tm.Name, version)
+	shadow, err := s.makeShadow(ctx, rel.tm, version)
+	if err != nil {
+		return err
+	}
+	if err := s.copyKeepingAlive(ctx, rel, shadow); err != nil {
+		return err
+	}
+	return ev.SwapTable(ctx, rel.tm, shadow)
+}
+
+// makeShadow makes the empty table a rebuild of tm at version copies into.
+func (s *stream) makeShadow(ctx context.Context, tm *schema.TableMap, version uint64) (*schema.TableMap, error) {
+	shadow := *tm
+	shadow.Name = fmt.Sprintf("%s__ferry_rebuild_%x", tm.Name, version)
 	// A shadow of that name is left over from a rebuild cut short, maybe
 	// to another shape (the changes replayed from a streamed transaction's
 	// spill can share a version): ferry's own scratch table, made anew.
+	if err := s.dropTable(ctx, shadow.Name); err != nil {
+		return nil, err
+	}
+	if err := s.sink.Prepare(ctx, []*schema.TableMap{&shadow}); err != nil {
+		return nil, err
+	}
+	return &shadow, nil
+}
+
+// dropTable drops a ClickHouse table of ferry's own, where the sink can.
+func (s *stream) dropTable(ctx context.Context, name string) error {
 	if d, ok := s.sink.(interface {
 		DropTable(ctx context.Context, name string) error
 	}); ok {
-		if err := d.DropTable(ctx, shadow.Name); err != nil {
-			return err
-		}
+		return d.DropTable(ctx, name)
 	}
-	if err := s.sink.Prepare(ctx, []*schema.TableMap{&shadow}); err != nil {
-		return err
-	}
-	if err := s.copyKeepingAlive(ctx, rel, &shadow); err != nil {
-		return err
-	}
-	return ev.SwapTable(ctx, rel.tm, &shadow)
+	return nil
 }
 
 // copyKeepingAlive copies a table while the stream waits, answering the

@@ -198,6 +198,9 @@ func (s *stream) checkMembership(ctx context.Context, force bool) error {
 			return err
 		}
 		for _, rel := range back {
+			if err := s.abandonResync(ctx, rel.ref.OID, "the table was dropped from the publication and added back: the copy ferry makes of it for that replaces this one"); err != nil {
+				return err
+			}
 			rel.recopy = req
 			n := s.batch.Drop(rel.tm, func(r *loader.Row) bool { return !r.Deleted && loader.HasUnchanged(r.Values) })
 			rel.leftToCopy += n

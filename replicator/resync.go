@@ -154,6 +154,11 @@ func WaitResync(ctx context.Context, cfg Config, r Resync, progress func(confirm
 // that ferry replicates is rebuilt from a fresh copy.
 func (s *stream) resync(ctx context.Context, req resyncRequest, version uint64) error {
 	for _, t := range req.Tables {
+		// A copy of the table beside the stream, from an earlier request,
+		// ends first: this one's copy follows it.
+		if err := s.settleResync(ctx, t.OID); err != nil {
+			return err
+		}
 		rel := s.byOID[t.OID]
 		if rel == nil {
 			s.log.Warn("resync asked for a table ferry does not replicate (any more): nothing to copy", zap.String("table", t.Name))
@@ -201,6 +206,15 @@ func (s *stream) resync(ctx context.Context, req resyncRequest, version uint64) 
 				zap.String("clickhouse_table", rel.tm.Name), zap.Time("asked_at", req.At))
 		}
 		s.observe(rel, "resync")
+		if !req.Stale && !req.Rejoined {
+			live, err := s.resyncLive(ctx, rel, d, version)
+			if err != nil {
+				return err
+			}
+			if live {
+				continue
+			}
+		}
 		start := time.Now()
 		if err := s.evolveTo(ctx, rel, d, true, version, true); err != nil {
 			return fmt.Errorf("resync %s: %w", rel.ref, err)

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
 
 	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/loader/clickhouse"
@@ -94,5 +98,148 @@ func TestResyncCutShort(t *testing.T) {
 	e.mustCatchUp(cfg)
 	if n := e.verifyAll(cfg)["public.b"]; n != 1 {
 		t.Errorf("table b: %d rows, want 1", n)
+	}
+}
+
+// gatedCopy is the ClickHouse sink, but the first copy into a rebuild's
+// shadow table waits, before its first rows, until release is closed;
+// copying is closed when it starts waiting, and ended set once the copy's
+// rows are all sent.
+type gatedCopy struct {
+	*clickhouse.Sink
+	copying, release chan struct{}
+	gated            bool
+	ended            atomic.Bool
+}
+
+func (s *gatedCopy) InsertStream(ctx context.Context, tm *schema.TableMap) (func([]loader.Row) error, func(bool) error, error) {
+	send, end, err := s.Sink.InsertStream(ctx, tm)
+	if err != nil || s.gated || !strings.Contains(tm.Name, "__ferry_rebuild_") {
+		return send, end, err
+	}
+	s.gated = true
+	first := true
+	return func(rows []loader.Row) error {
+			if first {
+				first = false
+				close(s.copying)
+				select {
+				case <-s.release:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return send(rows)
+		}, func(commit bool) error {
+			err := end(commit)
+			s.ended.Store(true)
+			return err
+		}, nil
+}
+
+// TestResyncBesideStream: a resync's copy runs beside the stream. While
+// it runs, every table's changes reach ClickHouse, the resynced table's
+// too, and the slot is not confirmed past the request; updates that leave
+// a TOASTed value unchanged wait for the copy, whose rows they take it
+// from. After the swap ClickHouse holds what PostgreSQL holds, and the
+// row written behind ferry's back is gone.
+func TestResyncBesideStream(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE a (id int PRIMARY KEY, v text, body text)`, `ALTER TABLE a ALTER COLUMN body SET STORAGE EXTERNAL`,
+		`CREATE TABLE b (id int PRIMARY KEY)`,
+		`INSERT INTO a SELECT g, 'v' || g, repeat(md5(g::text), 100) FROM generate_series(1, 5000) g`)
+	cfg := e.config()
+	e.mustCatchUp(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	b, err := e.ch.PrepareBatch(ctx, "INSERT INTO "+e.table("a")+" (id, v, body, _ferry_version, _ferry_deleted)")
+	if err == nil {
+		err = b.Append(int32(1), "wrong", "wrong", uint64(1)<<63, uint8(0))
+	}
+	if err == nil {
+		err = b.Send()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &gatedCopy{Sink: e.sink(), copying: make(chan struct{}), release: make(chan struct{})}
+	r, err := replicator.New(cfg, s, s, s.Capabilities(), clickhouse.IsRetryable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	defer func() {
+		select {
+		case <-s.release:
+		default:
+			close(s.release)
+		}
+	}()
+	req, err := replicator.RequestResync(ctx, cfg, []string{"public.a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.copying:
+	case err := <-done:
+		t.Fatalf("ferry stopped before the resync's copy began: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the resync's copy did not begin")
+	}
+	// The copy waits: the stream goes on, for both tables.
+	e.exec(`INSERT INTO b SELECT generate_series(1, 100)`,
+		`UPDATE a SET v = 'during', body = repeat('d', 3000) WHERE id BETWEEN 2 AND 10`,
+		`DELETE FROM a WHERE id BETWEEN 11 AND 20`,
+		`INSERT INTO a SELECT g, 'new', repeat('n', 3000) FROM generate_series(5001, 5100) g`)
+	for deadline := time.Now().Add(time.Minute); ; {
+		b := e.chStrings(`SELECT toString(count()) FROM ` + e.table("b") + ` FINAL WHERE _ferry_deleted = 0`)[0][0]
+		a := e.chStrings(`SELECT toString(count()) FROM ` + e.table("a") + ` FINAL WHERE _ferry_deleted = 0 AND v IN ('during', 'new')`)[0][0]
+		if b == "100" && a == "109" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("while the resync's copy waits, ClickHouse got %s of b's 100 rows and %s of a's 109 changed rows", b, a)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if s.ended.Load() {
+		t.Fatal("the copy ended before it was let go")
+	}
+	time.Sleep(time.Second) // a status update's time
+	confirmed, err := pglogrepl.ParseLSN(e.pgStrings(`SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '` + cfg.Slot + `'`)[0][0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if confirmed >= req.LSN {
+		t.Fatalf("slot confirmed at %s while the resync requested at %s copies", confirmed, req.LSN)
+	}
+	// Updates that leave the TOASTed body alone, of rows the shadow does
+	// not hold yet (one moves its key): they wait for the copy.
+	e.exec(`UPDATE a SET v = 'body kept' WHERE id BETWEEN 30 AND 40`, `UPDATE a SET id = id + 10000 WHERE id BETWEEN 21 AND 25`)
+	time.Sleep(time.Second)
+	close(s.release)
+	if err := replicator.WaitResync(ctx, cfg, req, nil); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	e.mustCatchUp(cfg)
+	if got := e.chStrings(`SELECT v FROM ` + e.table("a") + ` FINAL WHERE id = 1`)[0][0]; got != "v1" {
+		t.Errorf("row 1 after the resync: %q, want v1", got)
+	}
+	n := e.verifyAll(cfg)
+	if n["public.a"] != 5090 || n["public.b"] != 100 {
+		t.Errorf("verify counted %v, want 5090 rows of a and 100 of b", n)
+	}
+	sameRows(t, "a's changed bodies",
+		e.chStrings(`SELECT toString(id), v, lower(hex(MD5(body))) FROM `+e.table("a")+` FINAL WHERE _ferry_deleted = 0 AND (id BETWEEN 30 AND 40 OR id > 10000) ORDER BY id`),
+		e.pgStrings(`SELECT id::text, v, md5(body) FROM a WHERE id BETWEEN 30 AND 40 OR id > 10000 ORDER BY a.id`))
+	if n := e.chStrings(`SELECT toString(count()) FROM system.tables WHERE database = '` + e.db + `' AND name LIKE '%__ferry_%'`)[0][0]; n != "0" {
+		t.Errorf("%s shadow or old tables left in ClickHouse", n)
 	}
 }

@@ -86,6 +86,15 @@ func beginSnapshot(ctx context.Context, connString, snapshot string) (*pgx.Conn,
 // stream brings that the snapshot does not hold, and rel.copied is set to
 // the snapshot's copyCut, which leaves out the others (see copycut.go).
 func (r *Replicator) copyFresh(ctx context.Context, rel *relation, target *schema.TableMap) error {
+	return r.copyUnder(ctx, rel, target, nil)
+}
+
+// copyUnder is copyFresh. started, when not nil, is called with the copy's
+// cut once its snapshot is taken and target emptied, before any row is
+// written to it (so that the stream may write to target beside the copy);
+// a stale copy's request to check the table's shape again is then left to
+// the caller.
+func (r *Replicator) copyUnder(ctx context.Context, rel *relation, target *schema.TableMap, started func(*copyCut)) error {
 	conn, err := connectBuffered(ctx, r.cfg.ConnString)
 	if err != nil {
 		return err
@@ -133,7 +142,11 @@ func (r *Replicator) copyFresh(ctx context.Context, rel *relation, target *schem
 			return fmt.Errorf("copy of %s: export snapshot: %w", rel.ref, err)
 		}
 	}
-	if err := r.copyJobs(ctx, conn, snapshot, []*copyJob{{rel: rel, target: target, version: version, src: src}}); err != nil {
+	job := &copyJob{rel: rel, target: target, version: version, src: src}
+	if started != nil {
+		job.planned = func() { started(cut) }
+	}
+	if err := r.copyJobs(ctx, conn, snapshot, []*copyJob{job}); err != nil {
 		return err
 	}
 	rel.copied = cut
@@ -143,7 +156,7 @@ func (r *Replicator) copyFresh(ctx context.Context, rel *relation, target *schem
 	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
-	if rel.stale {
+	if rel.stale && started == nil {
 		return r.recheckStale(ctx, conn, rel)
 	}
 	return nil

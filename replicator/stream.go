@@ -65,6 +65,12 @@ type stream struct {
 	leftToCopy  int  // updates left to copies of tables added back (see membership.go), in all
 	checking    bool // checkMembership is running (it flushes, and a flush may call it)
 
+	resyncs map[uint32]*liveResync // copies running beside the stream, by table OID (see resynclive.go)
+	// stoppedHold, when stopped is set, is the least hold of the copies
+	// stopped by stopResyncs, which still bounds what is confirmed.
+	stoppedHold pglogrepl.LSN
+	stopped     bool
+
 	// The read deadline last set on the replication connection.
 	rdeadline time.Time
 }
@@ -80,6 +86,7 @@ func (s *stream) loop(ctx context.Context) error {
 	// the one in progress through the connection's read deadline.
 	stopWatch := context.AfterFunc(ctx, func() { _ = s.conn.Conn().SetReadDeadline(time.Now()) })
 	defer func() {
+		s.stopResyncs()
 		stopWatch()
 		_ = s.conn.Conn().SetReadDeadline(time.Time{})
 	}()
@@ -123,6 +130,9 @@ func (s *stream) tick(ctx context.Context) error {
 	if err := s.checkMembership(ctx, false); err != nil {
 		return err
 	}
+	if err := s.pollResyncs(ctx); err != nil {
+		return err
+	}
 	if !now.Before(s.nextStatus) {
 		if err := s.checkPartitions(ctx, false); err != nil {
 			return err
@@ -140,6 +150,9 @@ func (s *stream) receive(ctx context.Context) error {
 	}
 	if d := s.memberDue(); d.Before(deadline) {
 		deadline = d
+	}
+	if d := time.Now().Truncate(resyncPoll).Add(resyncPoll); len(s.resyncs) > 0 && d.Before(deadline) {
+		deadline = d // a copy's end is noticed within resyncPoll
 	}
 	if !deadline.Equal(s.rdeadline) {
 		if err := s.conn.Conn().SetReadDeadline(deadline); err != nil {
@@ -269,8 +282,10 @@ func (s *stream) flush(ctx context.Context) error {
 		n := s.batch.Len()
 		start := time.Now()
 		if err := s.flushWithRetry(ctx); err != nil {
-			if err = s.retryLeftToCopy(ctx, err); err != nil {
-				return err
+			if err = s.awaitCopies(ctx, err); err != nil {
+				if err = s.retryLeftToCopy(ctx, err); err != nil {
+					return err
+				}
 			}
 		}
 		s.unchangedAt = time.Time{}
@@ -293,6 +308,9 @@ func (s *stream) flush(ctx context.Context) error {
 // whether it moved.
 func (s *stream) advance() bool {
 	to := s.guard.confirmable(s.lastEnd)
+	if hold, ok := s.resyncHold(); ok {
+		to = min(to, hold)
+	}
 	if s.batch.Len() > 0 || to <= s.acked {
 		return false
 	}
@@ -363,6 +381,7 @@ func (s *stream) sendStatus(replyRequested bool) error {
 func (s *stream) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	s.stopResyncs() // the next run meets their requests again
 	// A transaction cut in half is not confirmed, so its rows may be
 	// written: PostgreSQL sends the whole transaction again next time.
 	if err := s.flush(ctx); err != nil {

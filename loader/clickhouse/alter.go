@@ -103,6 +103,10 @@ func (s *Sink) setAside(ctx context.Context, from, to *schema.TableMap) error {
 	return s.exec(ctx, schema.RenameTableSQL(s.db, [2]string{to.Name, aside}), fmt.Sprintf("rename table %s to %s", s.table(to.Name), s.table(aside)))
 }
 
+// RebuildsLive: the stream may write to a shadow table while a copy fills
+// it (loader.LiveRebuilder); a cluster does not rebuild at all.
+func (s *Sink) RebuildsLive() bool { return s.cluster == "" }
+
 // SwapTable puts shadow in target's place and drops the old table. In an
 // Atomic database (the default from ClickHouse 20.10) one EXCHANGE TABLES
 // does it, so a reader never finds the table missing; elsewhere one RENAME
