@@ -67,6 +67,9 @@ type Size struct {
 	// ferry's publication under load and adds most back (publication.go;
 	// 0: none).
 	PublicationEvery int
+	// ResyncEvery: one round in ResyncEvery asks for resyncs of tables
+	// under load (resync.go; 0: none).
+	ResyncEvery int
 }
 
 // Known are the bugs Size.Avoid may name.
@@ -142,6 +145,7 @@ func NewPlan(seed, round uint64, legacy bool, sz Size) *Plan {
 		addRestarts(p, g, sz)
 	}
 	addPublicationChanges(p, g, sz, firstTables)
+	addResyncs(p, g, sz, firstTables)
 	p.StrictReplays = sz.StrictReplays
 	return p
 }

@@ -113,6 +113,7 @@ func TestTorture(t *testing.T) {
 				sz.StrictReplays = false // as in the rest of the short mode
 				sz.KafkaEvery = 0        // the direct path, as it was found
 				sz.PublicationEvery = 0  // and without publication changes
+				sz.ResyncEvery = 0       // or resyncs
 				run(srv, r[0], r[1], sz, "long")
 			}
 			for _, r := range ciRestarts {
@@ -237,8 +238,8 @@ var (
 	ciRestartSize = torture.Size{Tables: 4, Preload: 5, Workload: 60, Faults: 3, Span: 8 * time.Second, Restarts: 3, RestartEvery: 1}
 	ciKafkaSize   = torture.Size{Tables: 4, Preload: 5, Workload: 60, Faults: 3, Span: 8 * time.Second, KafkaEvery: 1}
 	// ciPublicationSize: every round drops tables from the publication.
-	ciPublicationSize = torture.Size{Tables: 4, Preload: 5, Workload: 60, Faults: 3, Span: 8 * time.Second, PublicationEvery: 1}
-	longSize          = torture.Size{Tables: 6, Preload: 10, Workload: 200, Faults: 6, Span: 25 * time.Second, Restarts: 4, RestartEvery: 2, StrictReplays: true, KafkaEvery: 4, PublicationEvery: 3}
+	ciPublicationSize = torture.Size{Tables: 4, Preload: 5, Workload: 60, Faults: 3, Span: 8 * time.Second, PublicationEvery: 1, ResyncEvery: 1}
+	longSize          = torture.Size{Tables: 6, Preload: 10, Workload: 200, Faults: 6, Span: 25 * time.Second, Restarts: 4, RestartEvery: 2, StrictReplays: true, KafkaEvery: 4, PublicationEvery: 3, ResyncEvery: 2}
 )
 
 func withoutRestarts(sz torture.Size) torture.Size {
