@@ -61,10 +61,14 @@ chaos: stack-up
 	CHAOS=full CHAOS_REPORT="$${CHAOS_REPORT:-$(CURDIR)/.stack/chaos-report.md}" $(GO) test -count=1 -v -timeout 60m ./deploy/chaostest
 	. .stack/env && FERRY_BIG_TX=10000000 $(GO) test -count=1 -v -timeout 60m -run 'TestLargeTransaction$$' ./replicator
 
-## perf: build, start the stack and measure catch-up, initial load, steady-state latency and memory
-##       into docs/PERFORMANCE.md (RUNS=3; QUICK=1 is a smoke run; logs in .stack/perf/)
+## perf: build, start the stack and measure catch-up, initial load, steady-state latency, CPU and memory
+##       into docs/PERFORMANCE.md, a section per ClickHouse server (CH=modern|legacy|both, default both;
+##       RUNS=3; QUICK=1 is a smoke run; logs in .stack/perf/)
 perf: build stack-up
-	bash deploy/perf.sh
+	. .stack/env && for leg in $$(if [ "$(CH)" = both ]; then echo modern legacy; else echo "$(CH)"; fi); do \
+	  case $$leg in modern) url="$$FERRY_CH_MODERN_URL" ;; legacy) url="$$FERRY_CH_LEGACY_URL" ;; \
+	  *) echo "CH=$$leg: want modern, legacy or both" >&2; exit 2 ;; esac; \
+	  FERRY_CH_URL="$$url" PERF_LEG=$$leg bash deploy/perf.sh || exit 1; done
 
 ## torture: random seeded rounds against the running local stack (make stack-up first) for DURATION
 ##          (default 20m; SEED=n fixes the first seed; CH=modern|legacy|both, default both), then a table

@@ -30,7 +30,8 @@ catchup_run() {
 	# ClickHouse table; the twin slot starts at (about) the same point.
 	ferry_flags "$DB_CU"
 	run_logged "cu-$tag-$run-first" "$FERRY" run "${FLAGS[@]}" "${RUNX[@]}" --catch-up
-	pgdb "$DB_CU" -c "SELECT pg_create_logical_replication_slot('$SLOT_TWIN', 'pgoutput')" >/dev/null
+	pgdb "$DB_CU" -c "SELECT pg_create_logical_replication_slot('$SLOT_TWIN', 'pgoutput')" \
+		-c "SELECT pg_create_logical_replication_slot('$SLOT_DEC', 'pgoutput')" >/dev/null
 	# Commit durability does not change what the WAL holds; without it the
 	# single-row backlog is written in seconds rather than minutes.
 	t0="$(now)"
@@ -42,7 +43,7 @@ catchup_run() {
 	esac
 	t1="$(now)"
 	local end_lsn
-	end_lsn="$(pgdb "$DB_CU" -c "SELECT pg_current_wal_lsn()")"
+	end_lsn="$(pgdb "$DB_CU" -c "SELECT pg_current_wal_insert_lsn()")" # past the last commit, written or not (asynchronous commit)
 	# A record past end_lsn from another database, so that a decoder
 	# waiting for one at or after end_lsn sees it.
 	pgq -c "SELECT pg_logical_emit_message(false, 'ferry_perf', 'end')" >/dev/null
@@ -63,11 +64,22 @@ catchup_run() {
 	recv="$(elapsed "$t0" "$t1")"
 	record catchup "$tag" "$run" pg_recvlogical "$rows" "$recv" "$(rate "$rows" "$recv")" ""
 	drop_slot "$SLOT_TWIN" >/dev/null
+	# PostgreSQL's own decoder, in the server: the same pgoutput messages,
+	# counted, not sent. The bound of any client of the slot.
+	t0="$(now)"
+	local decoded
+	decoded="$(pgdb "$DB_CU" -c "SELECT count(*) FROM pg_logical_slot_get_binary_changes('$SLOT_DEC', '$end_lsn', NULL,
+		'proto_version', '1', 'publication_names', '$PUB')")"
+	t1="$(now)"
+	local dec
+	dec="$(elapsed "$t0" "$t1")"
+	record catchup "$tag" "$run" in_server_decoder "$rows" "$dec" "$(rate "$rows" "$dec")" ""
+	drop_slot "$SLOT_DEC" >/dev/null
 
 	ferry_flags "$DB_CU"
 	measured "cu-$tag-$run-ferry" "$FERRY" run "${FLAGS[@]}" "${RUNX[@]}" --catch-up
 	record catchup "$tag" "$run" ferry_catch_up "$rows" "$SECS" "$(rate "$rows" "$SECS")" "$RSS_MB"
-	log "  pg_recvlogical ${recv}s; ferry ${SECS}s (ratio $(ratio "$SECS" "$recv")), peak RSS ${RSS_MB} MB"
+	log "  in-server decoder ${dec}s ($decoded messages); pg_recvlogical ${recv}s; ferry ${SECS}s (decoder/ferry $(ratio "$dec" "$SECS")), ferry CPU ${CPU_S}s, peak RSS ${RSS_MB} MB"
 	local n
 	n="$(live_rows "$DB_CU" orders)"
 	if [ "$n" != "$rows" ]; then
@@ -81,6 +93,10 @@ catchup_run() {
 	add "$tag:ferry" "$SECS"
 	add "$tag:ratio" "$(ratio "$SECS" "$recv")"
 	add "$tag:rss" "$RSS_MB"
+	add "$tag:dec" "$dec"
+	add "$tag:decratio" "$(ratio "$dec" "$SECS")"
+	add "$tag:cpu" "$CPU_S"
+	add "$tag:cpum" "$(per_million "$CPU_S" "$rows")"
 	drop_slot "$SLOT" >/dev/null
 }
 
@@ -121,6 +137,8 @@ load_section() {
 		add load:ferry "$SECS"
 		add load:copyrps "$(awk -v v="${rps:-0}" 'BEGIN { printf "%.0f", v }')"
 		add load:rss "$RSS_MB"
+		add load:cpu "$CPU_S"
+		add load:cpum "$(per_million "$CPU_S" "$LOAD_ROWS")"
 		local ferry_secs="$SECS"
 		drop_slot "$SLOT" >/dev/null
 

@@ -46,6 +46,7 @@ chq() { "$CH_CLIENT" --host "$CH_HOST" --port "$CH_PORT" --user "$CH_USER" "$@";
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", n / s; else print "inf" }'; }
+per_million() { awk -v c="$1" -v n="$2" 'BEGIN { if (n > 0 && c != "") printf "%.2f", c * 1000000 / n; else print "-" }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "inf" }'; }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 join() { local v IFS=" "; read -ra v <<<"$*"; IFS=","; printf '%s' "${v[*]}" | sed 's/,/, /g'; }
@@ -78,19 +79,22 @@ run_logged() {
 	fi
 }
 
-# measured NAME CMD...: run_logged, setting SECS to the wall time and
-# RSS_MB to the peak resident memory (GNU time, GNU_TIME or /usr/bin/time,
-# when installed, else a sampler of VmHWM in /proc/PID/status every 20 ms).
+# measured NAME CMD...: run_logged, setting SECS to the wall time,
+# RSS_MB to the peak resident memory and CPU_S to the CPU-seconds (user +
+# system, getrusage of the process) it used (GNU time, GNU_TIME or
+# /usr/bin/time, when installed, else a sampler of VmHWM in
+# /proc/PID/status every 20 ms, and no CPU figure).
 # shellcheck disable=SC2034 # read by the scripts that source this one
-SECS="" RSS_MB=""
+SECS="" RSS_MB="" CPU_S=""
 measured() {
 	local name="$1"; shift
 	local t0 t1 rc=0
 	t0="$(now)"
 	if [ -x "${GNU_TIME:-/usr/bin/time}" ]; then
-		"${GNU_TIME:-/usr/bin/time}" -f '%M' -o "$LOGDIR/$name.rss" "$@" >"$LOGDIR/$name.log" 2>&1 || rc=$?
+		"${GNU_TIME:-/usr/bin/time}" -f '%M %U %S' -o "$LOGDIR/$name.rss" "$@" >"$LOGDIR/$name.log" 2>&1 || rc=$?
 		t1="$(now)"
-		RSS_MB="$(awk '/^[0-9]+$/ { printf "%.0f", $1 / 1024 }' "$LOGDIR/$name.rss")"
+		RSS_MB="$(awk '/^[0-9]+ [0-9.]+ [0-9.]+$/ { printf "%.0f", $1 / 1024 }' "$LOGDIR/$name.rss")"
+		CPU_S="$(awk '/^[0-9]+ [0-9.]+ [0-9.]+$/ { printf "%.2f", $2 + $3 }' "$LOGDIR/$name.rss")"
 	else
 		"$@" >"$LOGDIR/$name.log" 2>&1 &
 		local pid=$! peak=0 kb
@@ -102,6 +106,7 @@ measured() {
 		wait "$pid" || rc=$?
 		t1="$(now)"
 		RSS_MB="$(awk -v k="$peak" 'BEGIN { printf "%.0f", k / 1024 }')"
+		CPU_S="" # not known without GNU time
 	fi
 	SECS="$(elapsed "$t0" "$t1")"
 	if [ "$rc" -ne 0 ]; then

@@ -2,6 +2,9 @@
 # R as markdown between the markers of PERF_DOC.
 # shellcheck shell=bash
 
+# LEG_TAG names the leg in the report's markers.
+LEG_TAG="${PERF_LEG:+ $PERF_LEG}"
+
 machine_facts() {
 	local cpu mem rev
 	cpu="$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || echo "?")"
@@ -36,10 +39,10 @@ maxof() { local v; read -ra v <<<"${R[$1]:-}"; printf '%s\n' "${v[@]}" | sort -g
 report_catchup() {
 	echo "### Catch-up: $BACKLOG_ROWS rows written while ferry was stopped"
 	echo
-	echo "Medians of $RUNS runs, every run in brackets. Time ratio = ferry's time / pg_recvlogical's (target: at most 1.25)."
+	echo "Medians of $RUNS runs, every run in brackets. Time ratio = ferry's time / pg_recvlogical's. Decoder ratio = the in-server decoder's time / ferry's (target: at least 0.5)."
 	echo
-	echo "| shape | pg_recvlogical s | ferry run --catch-up s | ferry rows/s | time ratio | ferry peak RSS MB |"
-	echo "|---|---|---|---:|---|---|"
+	echo "| shape | in-server decoder s | pg_recvlogical s | ferry run --catch-up s | ferry rows/s | decoder ratio | time ratio | ferry CPU-s | ferry CPU-s per 1M rows | ferry peak RSS MB |"
+	echo "|---|---|---|---|---:|---|---|---|---|---|"
 	local shape label
 	for shape in one txn100 single; do
 		[ -n "$(get "$shape:ferry")" ] || continue
@@ -48,10 +51,10 @@ report_catchup() {
 		txn100) label="100-row transactions" ;;
 		single) label="single-row transactions" ;;
 		esac
-		echo "| $label | $(row_of "$shape:recv") | $(row_of "$shape:ferry") | $(rate "$BACKLOG_ROWS" "$(med "$shape:ferry")") | $(row_of "$shape:ratio") | $(row_of "$shape:rss") |"
+		echo "| $label | $(row_of "$shape:dec") | $(row_of "$shape:recv") | $(row_of "$shape:ferry") | $(rate "$BACKLOG_ROWS" "$(med "$shape:ferry")") | $(row_of "$shape:decratio") | $(row_of "$shape:ratio") | $(row_of "$shape:cpu") | $(row_of "$shape:cpum") | $(row_of "$shape:rss") |"
 	done
 	echo
-	echo "pg_recvlogical (pgoutput proto_version 1, the same publication, \`-E\` the backlog's end LSN, output to /dev/null) reads a twin slot created right after ferry's. ferry's time is from start to exit: connect, checks, decode, load into ClickHouse, confirm. Each run checks ClickHouse's live row count; the last of each shape runs \`ferry verify\`."
+	echo "The in-server decoder is \`SELECT count(*) FROM pg_logical_slot_get_binary_changes(slot, end_lsn, NULL, 'proto_version', '1', 'publication_names', ...)\` on a third slot created with the twin: PostgreSQL's decoding and pgoutput's messages, with nothing sent, the bound of any client. ferry's CPU-seconds are user + system time of the process (getrusage, through GNU time). pg_recvlogical (pgoutput proto_version 1, the same publication, \`-E\` the backlog's end LSN, output to /dev/null) reads a twin slot created right after ferry's. ferry's time is from start to exit: connect, checks, decode, load into ClickHouse, confirm. Each run checks ClickHouse's live row count; the last of each shape runs \`ferry verify\`."
 	echo
 }
 
@@ -64,7 +67,7 @@ report_load() {
 	echo "| ferry's \"copied table\" line (the copy alone) | | $(med load:copyrps) | $(join "$(get load:copyrps)") rows/s |"
 	echo "| \`psql -c '\\copy orders to stdout' \\| clickhouse-client --query 'INSERT ... FORMAT TSV'\` | $(med load:shell) | $(rate "$LOAD_ROWS" "$(med load:shell)") | $(join "$(get load:shell)") |"
 	echo
-	echo "ferry's speed-up over the shell pipeline (its rows/s / the pipeline's; target 1.5): median $(row_of load:speedup). ferry's peak RSS: $(row_of load:rss) MB."
+	echo "ferry's speed-up over the shell pipeline (its rows/s / the pipeline's; target 1.3): median $(row_of load:speedup). ferry's CPU-seconds: $(row_of load:cpu), per 1M rows $(row_of load:cpum) (target: at most 0.5). ferry's peak RSS: $(row_of load:rss) MB."
 	echo "The pipeline's table is a plain MergeTree with created_at as String (ClickHouse 18.16's DateTime cannot hold timestamptz), so it does less work than ferry's ReplacingMergeTree with converted types. The last ferry copy is checked with \`ferry verify\`."
 	echo
 }
@@ -108,8 +111,8 @@ report_memory() {
 write_report() {
 	local body="$OUT/report-$STAMP.md"
 	{
-		echo "<!-- perf:begin: written by deploy/perf.sh (make perf); edits between the markers are lost -->"
-		echo "## Measured $(date -u +%Y-%m-%dT%H:%MZ)"
+		echo "<!-- perf:begin$LEG_TAG: written by deploy/perf.sh (make perf); edits between the markers are lost -->"
+		echo "## ClickHouse $CH_VERSION${PERF_LEG:+ ($PERF_LEG leg)}: measured $(date -u +%Y-%m-%dT%H:%MZ)"
 		echo
 		echo "- Machine: $MACHINE; load average $LOAD_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end."
 		echo "- PostgreSQL $PG_VERSION, ClickHouse $CH_VERSION (the local stack, on the same machine), $GO_VERSION, ferry $FERRY_REV."
@@ -119,13 +122,14 @@ write_report() {
 		[ -n "$(get load:ferry)" ] && report_load
 		[ -n "$(get steady:p99)" ] && report_steady
 		report_memory
-		echo "<!-- perf:end -->"
+		echo "<!-- perf:end$LEG_TAG -->"
 	} >"$body"
 	mkdir -p "$(dirname "$DOC")"
-	if [ -f "$DOC" ] && grep -q '^<!-- perf:begin' "$DOC" && grep -q '^<!-- perf:end' "$DOC"; then
-		awk -v body="$body" '
-			/^<!-- perf:begin/ { while ((getline l < body) > 0) print l; skip = 1; next }
-			/^<!-- perf:end/ { skip = 0; next }
+	# Each leg (PERF_LEG: modern, legacy) has markers of its own.
+	if [ -f "$DOC" ] && grep -q "^<!-- perf:begin$LEG_TAG:" "$DOC" && grep -q "^<!-- perf:end$LEG_TAG -->" "$DOC"; then
+		awk -v body="$body" -v b="<!-- perf:begin$LEG_TAG:" -v e="<!-- perf:end$LEG_TAG -->" '
+			index($0, b) == 1 { while ((getline l < body) > 0) print l; skip = 1; next }
+			index($0, e) == 1 { skip = 0; next }
 			!skip { print }' "$DOC" >"$DOC.tmp"
 		mv "$DOC.tmp" "$DOC"
 	elif [ -f "$DOC" ]; then

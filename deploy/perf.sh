@@ -49,7 +49,7 @@ DOC="${PERF_DOC:-docs/PERFORMANCE.md}"
 OUT=.stack/perf
 
 DB_CU=ferry_perf_cu DB_LOAD=ferry_perf_load DB_ST=ferry_perf_steady
-SLOT=ferry_perf SLOT_TWIN=ferry_perf_twin
+SLOT=ferry_perf SLOT_TWIN=ferry_perf_twin SLOT_DEC=ferry_perf_decoder
 PUB=ferry
 
 if [ $((BACKLOG_ROWS % 100)) -ne 0 ]; then echo "BACKLOG_ROWS must be a multiple of 100" >&2; exit 2; fi
@@ -79,7 +79,7 @@ cleanup() {
 	set +e
 	local p
 	for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	for p in "$SLOT" "$SLOT_TWIN"; do drop_slot "$p" >/dev/null 2>&1; done
+	for p in "$SLOT" "$SLOT_TWIN" "$SLOT_DEC"; do drop_slot "$p" >/dev/null 2>&1; done
 	for p in "$DB_CU" "$DB_LOAD" "$DB_ST"; do
 		drop_pg_db "$p" >/dev/null 2>&1
 		drop_ch_db "$p" >/dev/null 2>&1
@@ -105,6 +105,7 @@ ferry_flags() {
 fresh_db() {
 	drop_slot "$SLOT" >/dev/null 2>&1 || true
 	drop_slot "$SLOT_TWIN" >/dev/null 2>&1 || true
+	drop_slot "$SLOT_DEC" >/dev/null 2>&1 || true
 	drop_pg_db "$1"
 	drop_ch_db "$1"
 	pgq -c "CREATE DATABASE $1"
@@ -115,7 +116,7 @@ fresh_db() {
 # shellcheck source=deploy/perf-report.sh
 . deploy/perf-report.sh
 
-for s in "$SLOT" "$SLOT_TWIN"; do drop_slot "$s" >/dev/null 2>&1 || true; done
+for s in "$SLOT" "$SLOT_TWIN" "$SLOT_DEC"; do drop_slot "$s" >/dev/null 2>&1 || true; done
 machine_facts
 log "machine: $MACHINE"
 log "logs: $LOGDIR"
