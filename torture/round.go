@@ -244,6 +244,9 @@ func (e *env) stream(ctx context.Context, p *Plan, res *Result, refused func(err
 		logs = append(logs, strings.Join(append(s.outs, s.p.out.String()), "\n--- the next "+s.name+" ---\n"))
 	}
 	res.logs = strings.Join(logs, "\n--- ferry load ---\n")
+	if n := strings.Count(res.logs, "resync: the stream goes on while the copy runs"); n > 0 {
+		res.Events = append(res.Events, fmt.Sprintf("resync: %d copies began beside the stream, %d resyncs done", n, strings.Count(res.logs, "resync done")))
+	}
 	return nil
 }
 
