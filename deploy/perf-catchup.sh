@@ -204,3 +204,70 @@ steady_run() {
 	add steady:rss "$hwm"
 	log "  $out; peak RSS ${hwm} MB"
 }
+
+# resync_run RUN: perfload writes STEADY_RATE rows/s into orders for
+# STEADY_SECS while, from a sixth of the way in, `ferry resync` copies
+# big, a table of LOAD_ROWS rows, afresh: the commit-to-visible latency of
+# orders during the resync, and the resync's time.
+resync_run() {
+	local run="$1" pid out n t0 t1 secs lpid
+	log "resync run $run/$RUNS: $STEADY_RATE rows/s into orders while a $LOAD_ROWS-row table is copied afresh"
+	fresh_db "$DB_RS"
+	pgdb "$DB_RS" <<-SQL
+		CREATE TABLE orders (id bigint PRIMARY KEY, customer_id bigint NOT NULL, total numeric(10,2) NOT NULL,
+			created_at timestamptz NOT NULL DEFAULT now(), note text NOT NULL);
+		CREATE TABLE big (
+			id bigserial PRIMARY KEY,
+			customer_id bigint NOT NULL,
+			total numeric(10,2) NOT NULL,
+			created_at timestamptz NOT NULL DEFAULT now(),
+			note text NOT NULL
+		);
+		INSERT INTO big (customer_id, total, created_at, note)
+		SELECT (random() * 10000)::int, (random() * 1000)::numeric(10,2),
+			now() - g * interval '1 second', repeat(md5(g::text), 6) || left(md5(g::text), 8)
+		FROM generate_series(1, $LOAD_ROWS) g;
+		VACUUM (FREEZE, ANALYZE) big;
+	SQL
+	ferry_flags "$DB_RS" public.orders,public.big
+	"$FERRY" run "${FLAGS[@]}" "${RUNX[@]}" >"$LOGDIR/resync-$run-ferry.log" 2>&1 &
+	pid=$!
+	BG_PIDS+=("$pid")
+	for _ in $(seq 1 600); do
+		grep -q '"catch_up"' "$LOGDIR/resync-$run-ferry.log" && break # the "streaming" line, after the first copy
+		kill -0 "$pid" 2>/dev/null || { tail -n 20 "$LOGDIR/resync-$run-ferry.log" >&2; return 1; }
+		sleep 0.2
+	done
+	"$PERFLOAD" -pg "$(pg_url "$DB_RS")" -ch "$FERRY_CH_URL" -ch-table "$DB_RS.orders" \
+		-rate "$STEADY_RATE" -duration "${STEADY_SECS}s" >"$LOGDIR/resync-$run-perfload.log" 2>"$LOGDIR/resync-$run-perfload.err" &
+	lpid=$!
+	sleep "$((STEADY_SECS / 6))"
+	t0="$(now)"
+	run_logged "resync-$run-resync" "$FERRY" resync "${FLAGS[@]}" public.big
+	t1="$(now)"
+	secs="$(elapsed "$t0" "$t1")"
+	wait "$lpid" || { log "FAILED: perfload: $(cat "$LOGDIR/resync-$run-perfload.err")"; return 1; }
+	out="$(cat "$LOGDIR/resync-$run-perfload.log")"
+	kill -TERM "$pid"
+	wait "$pid" || { log "FAILED: ferry exited non-zero after SIGTERM"; tail -n 20 "$LOGDIR/resync-$run-ferry.log" >&2; return 1; }
+	kv() { printf '%s\n' "$out" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+	n="$(live_rows "$DB_RS" orders)"
+	if [ "$n" != "$(kv rows)" ]; then
+		log "WRONG: ClickHouse holds $n live rows of orders, perfload wrote $(kv rows)"
+		return 1
+	fi
+	n="$(live_rows "$DB_RS" big)"
+	if [ "$n" != "$LOAD_ROWS" ]; then
+		log "WRONG: ClickHouse holds $n live rows of big, want $LOAD_ROWS"
+		return 1
+	fi
+	if [ "$run" = "$RUNS" ]; then
+		run_logged "resync-$run-verify" "$FERRY" --log-level warn verify "${FLAGS[@]}"
+	fi
+	record resync - "$run" ferry_resync "$LOAD_ROWS" "$secs" "$(rate "$LOAD_ROWS" "$secs")" ""
+	add resync:secs "$secs"
+	add resync:p50 "$(kv p50_ms)"
+	add resync:p99 "$(kv p99_ms)"
+	add resync:max "$(kv max_ms)"
+	log "  resync ${secs}s; orders meanwhile: $out"
+}

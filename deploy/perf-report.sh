@@ -83,6 +83,17 @@ report_steady() {
 	echo
 }
 
+report_resync() {
+	echo "### Resync beside the stream: $STEADY_RATE rows/s into one table while another of $LOAD_ROWS rows is copied afresh"
+	echo
+	echo "deploy/perfload writes as in the steady state into \`orders\` for ${STEADY_SECS}s; from a sixth of the way in, \`ferry resync public.big\` (which waits until the shadow table is swapped in) copies a table shaped as the initial load's. The latencies are those of \`orders\` over the whole ${STEADY_SECS}s; the last run runs \`ferry verify\`."
+	echo
+	echo "| resync s | orders p50 ms | orders p99 ms | orders max ms |"
+	echo "|---|---|---|---|"
+	echo "| $(row_of resync:secs) | $(row_of resync:p50) | $(row_of resync:p99) | $(row_of resync:max) |"
+	echo
+}
+
 report_memory() {
 	echo "### Peak RSS of ferry (target: under 256 MB)"
 	echo
@@ -116,11 +127,12 @@ write_report() {
 		echo
 		echo "- Machine: $MACHINE; load average $LOAD_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end."
 		echo "- PostgreSQL $PG_VERSION, ClickHouse $CH_VERSION (the local stack, on the same machine), $GO_VERSION, ferry $FERRY_REV."
-		echo "- Command: \`make perf\` (RUNS=$RUNS BACKLOG_ROWS=$BACKLOG_ROWS LOAD_ROWS=$LOAD_ROWS BIGTXN_ROWS=$BIGTXN_ROWS STEADY_RATE=$STEADY_RATE STEADY_SECS=$STEADY_SECS${COPY_WORKERS:+ COPY_WORKERS=$COPY_WORKERS}); raw figures: \`$RAW\`."
+		echo "- Command: \`make perf\` (RUNS=$RUNS BACKLOG_ROWS=$BACKLOG_ROWS LOAD_ROWS=$LOAD_ROWS BIGTXN_ROWS=$BIGTXN_ROWS STEADY_RATE=$STEADY_RATE STEADY_SECS=$STEADY_SECS${COPY_WORKERS:+ COPY_WORKERS=$COPY_WORKERS}${BATCH_AGE:+ BATCH_AGE=$BATCH_AGE}); raw figures: \`$RAW\`."
 		echo
 		[ -n "$(get one:ferry)$(get txn100:ferry)$(get single:ferry)" ] && report_catchup
 		[ -n "$(get load:ferry)" ] && report_load
 		[ -n "$(get steady:p99)" ] && report_steady
+		[ -n "$(get resync:p99)" ] && report_resync
 		report_memory
 		echo "<!-- perf:end$LEG_TAG -->"
 	} >"$body"

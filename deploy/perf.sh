@@ -11,7 +11,9 @@
 #   3. steady state: deploy/perfload writes STEADY_RATE rows/s in 100-row
 #      transactions for STEADY_SECS while ferry streams; commit-to-visible
 #      latency in ClickHouse, p50 and p99;
-#   4. peak RSS of ferry in every run above, and in the catch-up of one
+#   4. resync beside the stream: the steady state's load on one table while
+#      `ferry resync` copies another of LOAD_ROWS rows afresh;
+#   5. peak RSS of ferry in every run above, and in the catch-up of one
 #      transaction of BIGTXN_ROWS rows.
 #
 # Each is repeated RUNS times; the report shows medians and every run. It
@@ -23,8 +25,10 @@
 # Environment: RUNS (3); QUICK=1 (a smoke run: 50k/100k/100k rows, 10 s of
 # steady state, RUNS=1); BACKLOG_ROWS (500000, a multiple of 100);
 # LOAD_ROWS (1000000); BIGTXN_ROWS (1000000); STEADY_RATE (10000);
-# STEADY_SECS (60); SECTIONS ("catchup load steady bigtxn"); COPY_WORKERS
-# (ferry's default); PERF_DOC; FERRY (bin/ferry); CH_CLIENT.
+# STEADY_SECS (60); SECTIONS ("catchup load steady resync bigtxn"); COPY_WORKERS
+# and BATCH_AGE (ferry's defaults); PERF_LEG (the report's section:
+# modern or legacy; make perf sets it); PERF_DOC; FERRY (bin/ferry);
+# CH_CLIENT.
 set -euo pipefail
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -42,13 +46,13 @@ LOAD_ROWS="${LOAD_ROWS:-1000000}"
 BIGTXN_ROWS="${BIGTXN_ROWS:-1000000}"
 STEADY_RATE="${STEADY_RATE:-10000}"
 STEADY_SECS="${STEADY_SECS:-60}"
-SECTIONS="${SECTIONS:-catchup load steady bigtxn}"
+SECTIONS="${SECTIONS:-catchup load steady resync bigtxn}"
 FERRY="${FERRY:-bin/ferry}"
 PERFLOAD=bin/perfload
 DOC="${PERF_DOC:-docs/PERFORMANCE.md}"
 OUT=.stack/perf
 
-DB_CU=ferry_perf_cu DB_LOAD=ferry_perf_load DB_ST=ferry_perf_steady
+DB_CU=ferry_perf_cu DB_LOAD=ferry_perf_load DB_ST=ferry_perf_steady DB_RS=ferry_perf_resync
 SLOT=ferry_perf SLOT_TWIN=ferry_perf_twin SLOT_DEC=ferry_perf_decoder
 PUB=ferry
 
@@ -80,7 +84,7 @@ cleanup() {
 	local p
 	for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null; done
 	for p in "$SLOT" "$SLOT_TWIN" "$SLOT_DEC"; do drop_slot "$p" >/dev/null 2>&1; done
-	for p in "$DB_CU" "$DB_LOAD" "$DB_ST"; do
+	for p in "$DB_CU" "$DB_LOAD" "$DB_ST" "$DB_RS"; do
 		drop_pg_db "$p" >/dev/null 2>&1
 		drop_ch_db "$p" >/dev/null 2>&1
 	done
@@ -96,9 +100,10 @@ trap 'exit 143' TERM
 FLAGS=()
 RUNX=(--metrics-addr "")
 if [ -n "${COPY_WORKERS:-}" ]; then RUNX+=(--copy-workers "$COPY_WORKERS"); fi
+if [ -n "${BATCH_AGE:-}" ]; then RUNX+=(--batch-age "$BATCH_AGE"); fi
 ferry_flags() {
 	FLAGS=(--pg "$(pg_url "$1")" --ch "$FERRY_CH_URL" --ch-database "$1" --slot "$SLOT"
-		--publication "$PUB" --tables public.orders)
+		--publication "$PUB" --tables "${2:-public.orders}")
 }
 
 # fresh_db DB: empty PostgreSQL and ClickHouse databases named DB.
@@ -128,8 +133,9 @@ for section in $SECTIONS; do
 		done ;;
 	load) load_section ;;
 	steady) for run in $(seq 1 "$RUNS"); do steady_run "$run"; done ;;
+	resync) for run in $(seq 1 "$RUNS"); do resync_run "$run"; done ;;
 	bigtxn) for run in $(seq 1 "$RUNS"); do catchup_run one "$BIGTXN_ROWS" "$run" bigtxn; done ;;
-	*) echo "unknown section $section (want catchup, load, steady, bigtxn)" >&2; exit 2 ;;
+	*) echo "unknown section $section (want catchup, load, steady, resync, bigtxn)" >&2; exit 2 ;;
 	esac
 done
 write_report
