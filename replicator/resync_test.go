@@ -243,3 +243,53 @@ func TestResyncBesideStream(t *testing.T) {
 		t.Errorf("%s shadow or old tables left in ClickHouse", n)
 	}
 }
+
+// TestResyncBesideStreamTruncate: a TRUNCATE of a table whose copy runs
+// beside the stream (it commits once the copy's lock is gone) waits in the
+// stream for the swap, and then empties the new table: the copied rows,
+// older than the TRUNCATE, do not come back.
+func TestResyncBesideStreamTruncate(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE a (id int PRIMARY KEY, v text)`, `INSERT INTO a SELECT g, 'v' || g FROM generate_series(1, 3000) g`)
+	cfg := e.config()
+	e.mustCatchUp(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s := &gatedCopy{Sink: e.sink(), copying: make(chan struct{}), release: make(chan struct{})}
+	r, err := replicator.New(cfg, s, s, s.Capabilities(), clickhouse.IsRetryable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	req, err := replicator.RequestResync(ctx, cfg, []string{"public.a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.copying:
+	case err := <-done:
+		t.Fatalf("ferry stopped before the resync's copy began: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the resync's copy did not begin")
+	}
+	// The TRUNCATE waits for the copy's lock: let the copy go meanwhile.
+	go func() {
+		time.Sleep(time.Second)
+		close(s.release)
+	}()
+	e.exec(`TRUNCATE a`, `INSERT INTO a SELECT g, 'after' FROM generate_series(5001, 5010) g`)
+	if err := replicator.WaitResync(ctx, cfg, req, nil); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	e.mustCatchUp(cfg)
+	if n := e.verifyAll(cfg)["public.a"]; n != 10 {
+		t.Errorf("verify counted %d rows of a, want the 10 inserted after the TRUNCATE", n)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -74,6 +75,7 @@ func (s *stream) resyncLive(ctx context.Context, rel *relation, d described, ver
 	if rel.stale || rel.recopy != "" || len(rel.partitions) > 0 || len(rel.doc.Leaves) > 0 || version < rel.shapedAt {
 		return false, nil
 	}
+	d.table.Columns = slices.Clone(d.table.Columns) // fit marks text columns in place; the caller's d stays as it was
 	if err := s.fit(rel, &d); err != nil {
 		return false, err
 	}
