@@ -29,10 +29,10 @@ func (e *env) validate(ctx context.Context, p *Plan, res *Result) error {
 		return err
 	}
 	bad := map[string]bool{}
-	pending := map[string]bool{} // tables with columns ClickHouse lacks, as documented without DDL capture
+	pending := map[string]bool{} // tables with columns ClickHouse lacks, as documented (without DDL capture, or through Kafka)
 	for _, t := range tables {
 		events := len(res.Events)
-		diffs, n, err := e.compareTable(ctx, t, p.Setup, res)
+		diffs, n, err := e.compareTable(ctx, t, p.Setup, p.Kafka, res)
 		if len(res.Events) > events {
 			pending["public."+t] = true
 		}
@@ -83,7 +83,7 @@ func (e *env) validate(ctx context.Context, p *Plan, res *Result) error {
 
 // compareTable checks one table and returns its differences and the rows
 // PostgreSQL holds.
-func (e *env) compareTable(ctx context.Context, t string, setup bool, res *Result) ([]string, uint64, error) {
+func (e *env) compareTable(ctx context.Context, t string, setup, kafka bool, res *Result) ([]string, uint64, error) {
 	cols, err := e.pgColumns(ctx, t)
 	if err != nil {
 		return nil, 0, err
@@ -108,6 +108,19 @@ func (e *env) compareTable(ctx context.Context, t string, setup bool, res *Resul
 	var present []pgCol
 	for _, c := range cols {
 		if _, ok := chTypes[c.Name]; !ok {
+			if setup && kafka {
+				// Documented (docs/KAFKA.md): ferry load alters its table
+				// with the first row of the new description; a column no
+				// row has carried since lacks nothing but its NULLs.
+				var values int64
+				if err := e.pg.QueryRow(ctx, "SELECT count(*) FROM public."+quoteIdent(t)+" WHERE "+quoteIdent(c.Name)+" IS NOT NULL").Scan(&values); err != nil {
+					return nil, 0, err
+				}
+				if values == 0 {
+					res.Events = append(res.Events, fmt.Sprintf("table %s: column %q not (yet) in ClickHouse, through Kafka no row of the new shape since, and every row NULL there", t, c.Name))
+					continue
+				}
+			}
 			if setup {
 				diffs = append(diffs, fmt.Sprintf("column %q missing in ClickHouse", c.Name))
 			} else {
