@@ -137,7 +137,14 @@ func (s *stream) checkPartitions(ctx context.Context, force bool) error {
 	for _, c := range changes {
 		if old, ok := g.pending[c.key()]; ok {
 			if upTo >= old.seenAt {
-				return s.partitionError(old)
+				out, err := s.outOfPublication(ctx, conn, old.root.ref.OID)
+				if err != nil {
+					return err
+				}
+				if !out {
+					return s.partitionError(old)
+				}
+				continue
 			}
 			c.seenAt = old.seenAt
 		} else {
@@ -152,6 +159,38 @@ func (s *stream) checkPartitions(ctx context.Context, force bool) error {
 		g.cleanUpTo = upTo
 	}
 	return nil
+}
+
+// outOfPublication reads the publications' catalog rows again (see
+// membership.go) and reports whether the table is out of them, or came
+// back and waits for its copy. Either way a change of its partitions is not
+// the stream's to explain: PostgreSQL sends nothing of a table while it is
+// out (a root TRUNCATE then rewrites every partition unseen), and the copy
+// made at its return reads the table, and its partitions, afresh. The
+// partitions it has now become its baseline.
+func (s *stream) outOfPublication(ctx context.Context, conn *pgx.Conn, oid uint32) (bool, error) {
+	if err := s.checkMembership(ctx, true); err != nil {
+		return false, err
+	}
+	rel := s.byOID[oid]
+	if rel == nil {
+		return true, nil
+	}
+	if rel.recopy == "" {
+		now, err := s.rep.memberships(ctx, conn, []uint32{oid})
+		if err != nil {
+			return false, err
+		}
+		if len(now[oid]) > 0 {
+			return false, nil // published all along, or back and seen as such by nothing yet: stop
+		}
+	}
+	s.log.Info("a partition changed while its table was out of the publication: the copy made when the table is back reads it afresh",
+		zap.Stringer("table", rel.ref), zap.Bool("back", rel.recopy != ""))
+	if err := refreshLeaves(ctx, conn, rel); err != nil {
+		return false, err
+	}
+	return true, s.rep.saveState(ctx, rel)
 }
 
 // partitionChanges compares one table's leaves with its baseline. A new

@@ -49,6 +49,9 @@ func TestPartGuardSecondRootTruncate(t *testing.T) {
 	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), `DROP TABLE IF EXISTS `+name) })
 	exec(`CREATE TABLE ` + name + `_1 PARTITION OF ` + name + ` FOR VALUES IN (1)`)
 	exec(`INSERT INTO ` + name + ` SELECT g, 1 FROM generate_series(1, 10) g`)
+	// Published: the guard asks, before it stops, whether the table is.
+	exec(`CREATE PUBLICATION ` + name + ` FOR TABLE ` + name + ` WITH (publish_via_partition_root = true)`)
+	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), `DROP PUBLICATION IF EXISTS `+name) })
 	var oid int64
 	if err := conn.QueryRow(ctx, `SELECT $1::regclass::oid::bigint`, name).Scan(&oid); err != nil {
 		t.Fatal(err)
@@ -78,8 +81,13 @@ func TestPartGuardSecondRootTruncate(t *testing.T) {
 	if err := refreshLeaves(ctx, conn, rel); err != nil {
 		t.Fatal(err)
 	}
-	s := &stream{rep: &Replicator{log: zap.NewNop()}, cfg: Config{ConnString: url}, log: zap.NewNop(),
+	s := &stream{rep: &Replicator{log: zap.NewNop(), cfg: Config{Publication: name}}, cfg: Config{ConnString: url, Publication: name}, log: zap.NewNop(),
 		byOID: map[uint32]*relation{rel.ref.OID: rel}}
+	member, err := s.rep.memberships(ctx, conn, []uint32{rel.ref.OID})
+	if err != nil || len(member[rel.ref.OID]) == 0 {
+		t.Fatalf("memberships: %v %v", member, err)
+	}
+	rel.member = member[rel.ref.OID]
 	defer func() {
 		if s.sql != nil {
 			s.sql.Close(context.Background())
