@@ -102,11 +102,12 @@ func TestResyncCutShort(t *testing.T) {
 }
 
 // gatedCopy is the ClickHouse sink, but the first copy into a rebuild's
-// shadow table waits, before its first rows, until release is closed;
-// copying is closed when it starts waiting, and ended set once the copy's
-// rows are all sent.
+// shadow table (or into table, when set) waits, before its first rows,
+// until release is closed; copying is closed when it starts waiting, and
+// ended set once the copy's rows are all sent.
 type gatedCopy struct {
 	*clickhouse.Sink
+	table            string
 	copying, release chan struct{}
 	gated            bool
 	ended            atomic.Bool
@@ -114,7 +115,7 @@ type gatedCopy struct {
 
 func (s *gatedCopy) InsertStream(ctx context.Context, tm *schema.TableMap) (func([]loader.Row) error, func(bool) error, error) {
 	send, end, err := s.Sink.InsertStream(ctx, tm)
-	if err != nil || s.gated || !strings.Contains(tm.Name, "__ferry_rebuild_") {
+	if err != nil || s.gated || (s.table == "" && !strings.Contains(tm.Name, "__ferry_rebuild_")) || (s.table != "" && tm.Name != s.table) {
 		return send, end, err
 	}
 	s.gated = true

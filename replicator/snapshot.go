@@ -28,6 +28,9 @@ func (r *Replicator) copyTables(ctx context.Context, snapshot string, rels []*re
 		jobs[i] = &copyJob{rel: rel, target: rel.tm, src: allColumns(rel), recheck: fresh}
 	}
 	err = r.inSnapshot(ctx, snapshot, func(conn *pgx.Conn) error {
+		if err := r.memberAtSnapshot(ctx, conn, rels...); err != nil {
+			return err
+		}
 		return r.copyJobs(ctx, conn, snapshot, jobs)
 	})
 	if err != nil {
@@ -44,6 +47,29 @@ func (r *Replicator) copyTables(ctx context.Context, snapshot string, rels []*re
 
 // inSnapshot runs fn in a read-only REPEATABLE READ transaction on a
 // connection of its own, importing snapshot first unless it is "".
+// memberAtSnapshot sets each table's membership (see membership.go) to the
+// publications' catalog rows that published it under the snapshot of
+// conn's transaction, the copy's: the copy holds every change made before
+// it, so a drop from the publication and an ADD TABLE after it are what
+// the stream must notice, even when both come before its first look at
+// the catalog. A table no publication held then keeps what ferry knew.
+func (r *Replicator) memberAtSnapshot(ctx context.Context, conn *pgx.Conn, rels ...*relation) error {
+	oids := make([]uint32, len(rels))
+	for i, rel := range rels {
+		oids[i] = rel.ref.OID
+	}
+	now, err := r.memberships(ctx, conn, oids)
+	if err != nil {
+		return fmt.Errorf("copy: read the publications' rows: %w", err)
+	}
+	for _, rel := range rels {
+		if m := now[rel.ref.OID]; len(m) > 0 {
+			rel.member = m
+		}
+	}
+	return nil
+}
+
 func (r *Replicator) inSnapshot(ctx context.Context, snapshot string, fn func(conn *pgx.Conn) error) error {
 	conn, tx, err := beginSnapshot(ctx, r.cfg.ConnString, snapshot)
 	if err != nil {
@@ -120,6 +146,9 @@ func (r *Replicator) copyUnder(ctx context.Context, rel *relation, target *schem
 	cut, version, err := readCut(ctx, conn, r.cfg.Slot)
 	if err != nil {
 		return fmt.Errorf("copy of %s: %w", rel.ref, err)
+	}
+	if err := r.memberAtSnapshot(ctx, conn, rel); err != nil {
+		return err
 	}
 	// A column added since the stream's point is not read: the ClickHouse
 	// table lacks it until the stream brings the change, and the rows the
