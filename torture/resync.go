@@ -39,5 +39,5 @@ func addResyncs(p *Plan, g *gen, sz Size, firstTables int) {
 func resyncSQL(t *table) string {
 	name := "'" + strings.ReplaceAll(t.q(), "'", "''") + "'"
 	return "SELECT pg_logical_emit_message(true, 'ferry.resync', json_build_object('tables', json_build_array(json_build_object(" +
-		"'oid', " + name + "::regclass::oid, 'name', " + name + ")), 'at', now())::text)"
+		"'oid', " + name + "::regclass::oid::bigint, 'name', " + name + ")), 'at', now())::text)"
 }
