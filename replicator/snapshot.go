@@ -47,12 +47,17 @@ func (r *Replicator) copyTables(ctx context.Context, snapshot string, rels []*re
 
 // inSnapshot runs fn in a read-only REPEATABLE READ transaction on a
 // connection of its own, importing snapshot first unless it is "".
-// memberAtSnapshot sets each table's membership (see membership.go) to the
-// publications' catalog rows that published it under the snapshot of
-// conn's transaction, the copy's: the copy holds every change made before
-// it, so a drop from the publication and an ADD TABLE after it are what
-// the stream must notice, even when both come before its first look at
-// the catalog. A table no publication held then keeps what ferry knew.
+// memberAtSnapshot sets the membership (see membership.go) of each table
+// that has none yet (a first copy, a table that joins, one copied again
+// because ClickHouse lacks it) to the publications' catalog rows that
+// published it under the snapshot of conn's transaction, the copy's: a
+// drop from the publication and an ADD TABLE after the snapshot are what
+// the stream must notice, even when both come before its first look at the
+// catalog; a table out of them then gets outAtCopy. A table with a
+// membership keeps it: a transaction in progress
+// at the snapshot may have changed the table while it was out and commit
+// after it, and neither the copy nor the stream holds those changes, so a
+// return the table made before the snapshot must still count as one.
 func (r *Replicator) memberAtSnapshot(ctx context.Context, conn *pgx.Conn, rels ...*relation) error {
 	oids := make([]uint32, len(rels))
 	for i, rel := range rels {
@@ -63,12 +68,24 @@ func (r *Replicator) memberAtSnapshot(ctx context.Context, conn *pgx.Conn, rels 
 		return fmt.Errorf("copy: read the publications' rows: %w", err)
 	}
 	for _, rel := range rels {
-		if m := now[rel.ref.OID]; len(m) > 0 {
+		switch m := now[rel.ref.OID]; {
+		case len(rel.member) > 0:
+		case len(m) > 0:
 			rel.member = m
+		default:
+			// Out of the publications at the snapshot (dropped while ferry
+			// started): the changes after it are not sent until the table
+			// is back, and its return must count as one.
+			rel.member = []string{outAtCopy}
 		}
 	}
 	return nil
 }
+
+// outAtCopy is the membership of a table copied while no publication held
+// it: no catalog row is named so, so whatever publishes it later is a
+// return (see rejoined).
+const outAtCopy = "out-at-copy"
 
 func (r *Replicator) inSnapshot(ctx context.Context, snapshot string, fn func(conn *pgx.Conn) error) error {
 	conn, tx, err := beginSnapshot(ctx, r.cfg.ConnString, snapshot)
