@@ -328,13 +328,7 @@ func TestPublicationDropAndReaddDuringCopy(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	select {
-	case <-s.copying:
-	case err := <-done:
-		t.Fatalf("ferry stopped before copying b: %v", err)
-	case <-ctx.Done():
-		t.Fatal("the copy of b did not begin")
-	}
+	s.awaitCopying(ctx, t, done)
 	e.exec(`ALTER PUBLICATION ferry DROP TABLE b`,
 		`UPDATE b SET v = 'while out' WHERE id <= 10`, `DELETE FROM b WHERE id > 90`,
 		`ALTER PUBLICATION ferry ADD TABLE b`)

@@ -138,6 +138,19 @@ func (s *gatedCopy) InsertStream(ctx context.Context, tm *schema.TableMap) (func
 		}, nil
 }
 
+// awaitCopying returns once the gated copy waits, failing t when ferry
+// stops (a result on done) or ctx ends first.
+func (s *gatedCopy) awaitCopying(ctx context.Context, t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case <-s.copying:
+	case err := <-done:
+		t.Fatalf("ferry stopped before the gated copy began: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the gated copy did not begin")
+	}
+}
+
 // TestResyncBesideStream: a resync's copy runs beside the stream. While
 // it runs, every table's changes reach ClickHouse, the resynced table's
 // too, and the slot is not confirmed past the request; updates that leave
@@ -183,13 +196,7 @@ func TestResyncBesideStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-s.copying:
-	case err := <-done:
-		t.Fatalf("ferry stopped before the resync's copy began: %v", err)
-	case <-ctx.Done():
-		t.Fatal("the resync's copy did not begin")
-	}
+	s.awaitCopying(ctx, t, done)
 	// The copy waits: the stream goes on, for both tables.
 	e.exec(`INSERT INTO b SELECT generate_series(1, 100)`,
 		`UPDATE a SET v = 'during', body = repeat('d', 3000) WHERE id BETWEEN 2 AND 10`,
@@ -269,13 +276,7 @@ func TestResyncBesideStreamTruncate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-s.copying:
-	case err := <-done:
-		t.Fatalf("ferry stopped before the resync's copy began: %v", err)
-	case <-ctx.Done():
-		t.Fatal("the resync's copy did not begin")
-	}
+	s.awaitCopying(ctx, t, done)
 	// The TRUNCATE waits for the copy's lock: let the copy go meanwhile.
 	go func() {
 		time.Sleep(time.Second)
