@@ -60,7 +60,8 @@ func (r *relation) values(tuple, old *pglogrepl.TupleData) ([]any, int, error) {
 		if tuple != nil {
 			n = len(tuple.Columns)
 		}
-		return nil, 0, fmt.Errorf("table %s: pgoutput sent %d columns, ferry knows %d: the table changed shape while ferry ran (schema changes are not propagated yet): drop the ClickHouse table and start ferry again to copy it anew", r.ref, n, len(cols))
+		return nil, 0, fmt.Errorf("table %s: pgoutput sent %d columns, ferry knows %d, and no Relation message told of a change of shape in between: "+
+			"ferry lost track of the table's shape (a defect: please report it with the log); to recover, drop the ClickHouse table and start ferry again to copy it anew", r.ref, n, len(cols))
 	}
 	vals := make([]any, len(cols))
 	size := 0

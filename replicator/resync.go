@@ -179,6 +179,17 @@ func (s *stream) resync(ctx context.Context, req resyncRequest, version uint64) 
 		if err != nil {
 			return err
 		}
+		if !req.Stale {
+			// The copy reads the catalog as it is now, which may be ahead of
+			// the stream: a column added after the request, whose rows the
+			// stream has yet to bring, may come without a new Relation message
+			// (pgoutput sent the table's shape before). The table is rebuilt in
+			// the shape the stream knows; a copy that meets a newer one marks
+			// the table stale, and the change rebuilds it again when the stream
+			// reaches it. Only a Stale request, which the stream meets after
+			// every change before it, takes the catalog's shape.
+			d = rel.doc.described(rel.ref.AppendOnly)
+		}
 		if c, ok := s.sink.(interface {
 			CanRebuild(*schema.TableMap) error
 		}); ok {

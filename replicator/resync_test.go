@@ -3,6 +3,7 @@ package replicator_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -293,5 +294,102 @@ func TestResyncBesideStreamTruncate(t *testing.T) {
 	e.mustCatchUp(cfg)
 	if n := e.verifyAll(cfg)["public.a"]; n != 10 {
 		t.Errorf("verify counted %d rows of a, want the 10 inserted after the TRUNCATE", n)
+	}
+}
+
+// heldWrite is the ClickHouse sink, but its first write of table waits
+// until release is closed (held is closed when it starts waiting): the
+// stream, which writes on its own goroutine, receives nothing meanwhile.
+type heldWrite struct {
+	*clickhouse.Sink
+	table         string
+	held, release chan struct{}
+	once          bool
+}
+
+func (s *heldWrite) Write(ctx context.Context, b *loader.Batch) error {
+	if b.Table.Name == s.table && !s.once {
+		s.once = true
+		close(s.held)
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.Sink.Write(ctx, b)
+}
+
+// TestResyncBeforeAlter: a resync request that the stream meets after the
+// catalog has a column added later in the WAL. pgoutput sent the table's
+// shape before, so the rows between the request and the ALTER TABLE come
+// without a new Relation message: the table is rebuilt in the stream's
+// shape (a copy of the catalog's would meet them with a column too many),
+// and the ALTER TABLE, when the stream meets it, rebuilds it again.
+func TestResyncBeforeAlter(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE a (id int PRIMARY KEY, v text)`, `CREATE TABLE b (id int PRIMARY KEY)`,
+		`INSERT INTO a SELECT g, 'v' || g FROM generate_series(1, 2000) g`)
+	cfg := e.config()
+	e.mustCatchUp(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s := &heldWrite{Sink: e.sink(), table: "b", held: make(chan struct{}), release: make(chan struct{})}
+	r, err := replicator.New(cfg, s, s, s.Capabilities(), clickhouse.IsRetryable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	// The walsender sends a's shape with this change, and not again before
+	// the ALTER TABLE.
+	e.exec(`UPDATE a SET v = 'seen' WHERE id = 2000`)
+	for e.chStrings(`SELECT v FROM ` + e.table("a") + ` FINAL WHERE id = 2000`)[0][0] != "seen" {
+		select {
+		case err := <-done:
+			t.Fatalf("ferry stopped: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	e.exec(`INSERT INTO b VALUES (1)`)
+	select {
+	case <-s.held:
+	case err := <-done:
+		t.Fatalf("ferry stopped before writing table b: %v", err)
+	case <-ctx.Done():
+		t.Fatal("ferry did not write table b")
+	}
+	req, err := replicator.RequestResync(ctx, cfg, []string{"public.a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec(`UPDATE a SET v = 'between' WHERE id <= 10`, `INSERT INTO a VALUES (2001, 'between')`,
+		`ALTER TABLE a ADD COLUMN w int DEFAULT 7`, `ALTER TABLE a ALTER COLUMN v TYPE varchar(40)`,
+		`INSERT INTO a VALUES (2002, 'after', 8)`, `UPDATE a SET w = 9 WHERE id = 5`)
+	close(s.release)
+	waited := make(chan error, 1)
+	go func() { waited <- replicator.WaitResync(ctx, cfg, req, nil) }()
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case err := <-done:
+		t.Fatalf("ferry stopped before the resync was done: %v", err)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	e.mustCatchUp(cfg)
+	if n := e.verifyAll(cfg)["public.a"]; n != 2002 {
+		t.Errorf("verify counted %d rows, want 2002", n)
+	}
+	got := e.chStrings(`SELECT toString(id), v, toString(w) FROM ` + e.table("a") + ` FINAL WHERE id IN (1, 5, 2001, 2002) ORDER BY id`)
+	want := [][]string{{"1", "between", "7"}, {"5", "between", "9"}, {"2001", "between", "7"}, {"2002", "after", "8"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("rows after the resync and the ALTER TABLE: %v, want %v", got, want)
 	}
 }

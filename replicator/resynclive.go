@@ -39,9 +39,11 @@ import (
 // before. Anything else that concerns the table (a schema change, a
 // TRUNCATE, another resync request) waits for the copy and the swap too
 // (settleResync), and the table is then handled as it is after the swap.
-// A partitioned table, a table whose catalog shape the stream has not met
-// yet, one that waits for its copy after it came back to the publication,
-// and the Kafka sink are copied with the stream waiting, as before.
+// The table is copied in the shape the stream knows (see stream.resync): a
+// catalog ahead of it makes the copy stale, and the change, when the stream
+// meets it, rebuilds the table again. A partitioned table, one that waits
+// for its copy after it came back to the publication, and the Kafka sink
+// are copied with the stream waiting, as before.
 
 // resyncPoll is how often the stream looks whether a copy beside it ended.
 const resyncPoll = 500 * time.Millisecond
@@ -80,7 +82,7 @@ func (s *stream) resyncLive(ctx context.Context, rel *relation, d described, ver
 		return false, err
 	}
 	if !reflect.DeepEqual(rel.tm.Source, d.table) || len(d.partitions) > 0 {
-		return false, nil // a change of shape the stream has not met: the rebuild applies it in stream order
+		return false, nil // not the shape the stream knows: the rebuild, with the stream waiting, sorts it out
 	}
 	next, err := s.nextRelation(rel, d)
 	if err != nil {
