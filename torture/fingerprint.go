@@ -138,9 +138,11 @@ type fingerprint struct {
 	SumA, SumB string
 }
 
-func pgFingerprint(ctx context.Context, pg *pgx.Conn, qt, row string) (fingerprint, error) {
+// pgFingerprint is the fingerprint of the rows of table qt; with distinct
+// set, rows of the same text count once.
+func pgFingerprint(ctx context.Context, pg *pgx.Conn, qt, row string, distinct bool) (fingerprint, error) {
 	q := `SELECT count(*), coalesce(sum(('x' || substr(h, 1, 8))::bit(32)::bigint), 0)::text,
-	  coalesce(sum(('x' || substr(h, 9, 8))::bit(32)::bigint), 0)::text FROM (SELECT md5(` + row + `) h FROM ` + qt + `) s`
+	  coalesce(sum(('x' || substr(h, 9, 8))::bit(32)::bigint), 0)::text FROM (SELECT ` + distinctIf(distinct) + `md5(` + row + `) h FROM ` + qt + `) s`
 	var f fingerprint
 	err := pg.QueryRow(ctx, q).Scan(&f.Rows, &f.SumA, &f.SumB)
 	return f, err
@@ -156,8 +158,8 @@ func chFingerprint(ctx context.Context, ch driver.Conn, from, row string) (finge
 
 // rowHashes maps key text to row hashes (a multiset for tables whose id
 // is no key), for naming the rows that differ.
-func pgRowHashes(ctx context.Context, pg *pgx.Conn, qt, key, row string) (map[string][]string, error) {
-	rows, err := pg.Query(ctx, `SELECT `+key+`, md5(`+row+`) FROM `+qt)
+func pgRowHashes(ctx context.Context, pg *pgx.Conn, qt, key, row string, distinct bool) (map[string][]string, error) {
+	rows, err := pg.Query(ctx, `SELECT `+distinctIf(distinct)+key+`, md5(`+row+`) FROM `+qt)
 	if err != nil {
 		return nil, err
 	}
@@ -188,4 +190,11 @@ func chRowHashes(ctx context.Context, ch driver.Conn, from, key, row string) (ma
 		out[k] = append(out[k], h)
 	}
 	return out, rows.Err()
+}
+
+func distinctIf(b bool) string {
+	if b {
+		return "DISTINCT "
+	}
+	return ""
 }
