@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
 )
 
 // Locks of a parallel copy. A COPY holds the table's ACCESS SHARE lock to
@@ -141,4 +143,78 @@ func lockStatement(ctx context.Context, conn *pgx.Conn, sql string) error {
 func isUndefinedTable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "42P01"
+}
+
+// Writers from before a table joined the publication. pgoutput decides
+// whether a change is published by the catalog as of the change, not of
+// its transaction's commit: a row that a transaction wrote to a table
+// before the table joined the publication is never sent, even when the
+// transaction commits after (measured on PostgreSQL 15.18). A copy whose
+// snapshot is taken while such a transaction runs does not hold that row
+// either: it would be lost. So a copy that follows a table's joining
+// first waits for every transaction holding a write lock on the table (or
+// on one of its partitions) to end. A transaction that takes one later
+// writes after the join, which the stream carries. The wait queues no
+// lock: writers that come meanwhile are not held up.
+
+// writersPoll is how often waitForWriters looks again.
+const writersPoll = 100 * time.Millisecond
+
+// waitForWriters returns once every transaction that holds a write lock on
+// the table of ref, or on one of its partitions, has ended. tick, when not
+// nil, is called at each poll (a stream answers the server with it).
+func waitForWriters(ctx context.Context, conn *pgx.Conn, ref tableRef, log *zap.Logger, tick func() error) error {
+	const held = `FROM pg_locks WHERE locktype = 'relation' AND granted
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND mode IN ('RowExclusiveLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
+		AND relation IN (SELECT $1::oid UNION SELECT relid FROM pg_partition_tree($1::oid::regclass))
+		AND pid IS DISTINCT FROM pg_backend_pid()`
+	var vxids []string
+	var pids []int32
+	rows, err := conn.Query(ctx, `SELECT virtualtransaction, coalesce(min(pid), 0) `+held+` GROUP BY virtualtransaction`, ref.OID)
+	if err != nil {
+		return fmt.Errorf("copy of %s: list the transactions writing to it: %w", ref, err)
+	}
+	for rows.Next() {
+		var v string
+		var pid int32
+		if err := rows.Scan(&v, &pid); err != nil {
+			rows.Close()
+			return err
+		}
+		vxids, pids = append(vxids, v), append(pids, pid)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("copy of %s: list the transactions writing to it: %w", ref, err)
+	}
+	start, told := time.Now(), false
+	for len(vxids) > 0 {
+		var left int
+		if err := conn.QueryRow(ctx, `SELECT count(DISTINCT virtualtransaction) `+held+` AND virtualtransaction = ANY($2)`, ref.OID, vxids).Scan(&left); err != nil {
+			return fmt.Errorf("copy of %s: look at the transactions writing to it: %w", ref, err)
+		}
+		if left == 0 {
+			break
+		}
+		if !told && time.Since(start) > 2*time.Second {
+			told = true
+			log.Warn("the copy of a table that joined the publication waits for the transactions that were writing to it then: "+
+				"PostgreSQL does not send what they wrote before it joined, so the copy must hold it",
+				zap.Stringer("table", ref), zap.Int32s("pids", pids), zap.Int("transactions", left))
+		}
+		if tick != nil {
+			if err := tick(); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(writersPoll):
+		}
+	}
+	if told {
+		log.Info("the transactions writing to the table have ended; copying it", zap.Stringer("table", ref), zap.Duration("waited", time.Since(start)))
+	}
+	return nil
 }

@@ -47,6 +47,10 @@ type relation struct {
 	recopy string
 	// leftToCopy counts the updates left to that copy (see leaveToCopy).
 	leftToCopy int
+	// joining is set while the table's next copy follows its joining the
+	// publication: the copy first waits for the transactions writing to it
+	// then (see waitForWriters).
+	joining bool
 }
 
 // values converts a pgoutput tuple into row values. An unchanged TOAST

@@ -246,6 +246,7 @@ func (s *stream) nextRelation(rel *relation, d described) (*relation, error) {
 	next.truncated = rel.truncated
 	next.member = rel.member
 	next.recopy, next.leftToCopy = rel.recopy, rel.leftToCopy
+	next.joining = rel.joining
 	return next, nil
 }
 
@@ -319,6 +320,7 @@ func (s *stream) join(ctx context.Context, oid uint32) error {
 	if err := s.sink.Prepare(ctx, []*schema.TableMap{rel.tm}); err != nil {
 		return err
 	}
+	rel.joining = true
 	if err := s.copyKeepingAlive(ctx, rel, rel.tm); err != nil {
 		return err
 	}

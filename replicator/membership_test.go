@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ferry-cdc/ferry/internal/testkit"
 	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/loader/clickhouse"
@@ -233,7 +235,7 @@ func TestSkippedTableAddedBack(t *testing.T) {
 		return e.pgStrings(`SELECT (confirmed_flush_lsn >= '` + end + `')::text FROM pg_replication_slots WHERE slot_name = '` + e.slot + `'`)[0][0] == "true"
 	})
 	e.exec(`INSERT INTO d VALUES (2, 'while out')`, `ALTER PUBLICATION ferry ADD TABLE d`, `UPDATE d SET v = 'y' WHERE id = 1`)
-	testkit.WaitFor(t, 2*time.Minute, "ferry to copy d", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "ferry to copy d and stream its rows", func() bool {
 		return e.chHasTable("d") &&
 			len(e.chStrings("SELECT 'found' FROM "+e.table("d")+" FINAL WHERE id = 1 AND v = 'y' AND _ferry_deleted = 0")) == 1 &&
 			len(e.chStrings("SELECT 'found' FROM "+e.table("d")+" FINAL WHERE id = 2 AND _ferry_deleted = 0")) == 1
@@ -348,5 +350,100 @@ func TestPublicationDropAndReaddDuringCopy(t *testing.T) {
 	e.mustCatchUp(cfg)
 	if n := e.verifyAll(cfg); n["public.a"] != 100 || n["public.b"] != 90 {
 		t.Errorf("verified %v, want 100 rows of a and 90 of b", n)
+	}
+}
+
+// TestCopyWaitsForEarlierWriters: a row written to a table before it joins
+// the publication, by a transaction that commits after, is never sent by
+// pgoutput (it decides by the catalog as of the change). A copy taken
+// while that transaction runs would not hold it either: the copy of a
+// table that joined waits for the transactions writing to it then. Both
+// ways a table joins: added by ferry at its start, and added by a user
+// while ferry streams.
+func TestCopyWaitsForEarlierWriters(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE a (id int PRIMARY KEY)`, `CREATE TABLE b (id int PRIMARY KEY)`, `CREATE TABLE c (id int PRIMARY KEY)`,
+		`INSERT INTO a SELECT generate_series(1, 10)`, `INSERT INTO b SELECT generate_series(1, 10)`, `INSERT INTO c SELECT generate_series(1, 10)`)
+	cfg := e.config()
+	cfg.Tables = []string{"public.a"}
+	e.mustCatchUp(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	writer, err := pgx.Connect(ctx, e.pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close(ctx)
+	// commitLater holds a transaction that writes to table before it joins,
+	// then, once ferry has made the ClickHouse table (just before it copies
+	// the rows) and had time to copy them, writes again and commits.
+	commitLater := func(table string) <-chan error {
+		t.Helper()
+		if _, err := writer.Exec(ctx, `BEGIN; INSERT INTO `+table+` VALUES (1000)`); err != nil {
+			t.Fatal(err)
+		}
+		out := make(chan error, 1)
+		go func() {
+			for !e.chHasTable(table) && ctx.Err() == nil {
+				time.Sleep(50 * time.Millisecond)
+			}
+			time.Sleep(time.Second)
+			_, err := writer.Exec(ctx, `INSERT INTO `+table+` VALUES (1001); COMMIT`)
+			out <- err
+		}()
+		return out
+	}
+
+	// Added by ferry at its start.
+	committed := commitLater("b")
+	cfg.Tables = []string{"public.a", "public.b", "public.c"}
+	e.mustCatchUp(cfg)
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+
+	// Added by a user while ferry streams.
+	cfg.Tables = nil // the publication as it is
+	r, err := replicator.New(cfg, e.sink(), e.sink(), e.sink().Capabilities(), clickhouse.IsRetryable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	e.exec(`INSERT INTO a VALUES (11)`)
+	testkit.WaitFor(t, time.Minute, "ferry to stream", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("ferry stopped: %v", err)
+		default:
+		}
+		return e.chStrings("SELECT toString(count()) FROM " + e.table("a") + " FINAL WHERE _ferry_deleted = 0")[0][0] == "11"
+	})
+	e.exec(`ALTER PUBLICATION ferry DROP TABLE c`, `CREATE TABLE d (id int PRIMARY KEY)`, `INSERT INTO d SELECT generate_series(1, 10)`)
+	committed = commitLater("d")
+	// The row that shows d to the stream, then a change of a publication,
+	// which makes the walsender look again at every table's: for the
+	// transaction still open, as of its first row, when d was not published.
+	e.exec(`ALTER PUBLICATION ferry ADD TABLE d`, `INSERT INTO d VALUES (11)`, `CREATE PUBLICATION unrelated FOR TABLE a`)
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 30*time.Second, "ferry to copy d and stream its rows", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("ferry stopped: %v", err)
+		default:
+		}
+		return e.chHasTable("d") && e.chStrings("SELECT toString(count()) FROM " + e.table("d") + " FINAL WHERE _ferry_deleted = 0")[0][0] == "13"
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	e.mustCatchUp(cfg)
+	if n := e.verifyAll(cfg); n["public.b"] != 12 || n["public.d"] != 13 {
+		t.Errorf("verified %v, want 12 rows of b and 13 of d", n)
 	}
 }

@@ -111,6 +111,7 @@ func (r *Replicator) copyMissing(ctx context.Context, conn *pgx.Conn, rels []*re
 		if err := r.saveState(ctx, rel); err != nil {
 			return err
 		}
+		rel.joining = true // added to the publication, by ferry or while it was stopped, or a copy cut short
 		if err := r.copyFresh(ctx, rel, rel.tm); err != nil {
 			return fmt.Errorf("copy %s: %w", rel.ref, err)
 		}

@@ -227,6 +227,7 @@ func (s *stream) resync(ctx context.Context, req resyncRequest, version uint64) 
 			}
 		}
 		start := time.Now()
+		rel.joining = rel.joining || req.Rejoined
 		if err := s.evolveTo(ctx, rel, d, true, version, true); err != nil {
 			return fmt.Errorf("resync %s: %w", rel.ref, err)
 		}

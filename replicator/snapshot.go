@@ -143,6 +143,11 @@ func (r *Replicator) copyUnder(ctx context.Context, rel *relation, target *schem
 		return err
 	}
 	defer conn.Close(context.Background())
+	if rel.joining {
+		if err := waitForWriters(ctx, conn, rel.ref, r.log, nil); err != nil {
+			return err
+		}
+	}
 	// Locked before the snapshot is taken, the table is described as it
 	// stays until the copy ends.
 	tx, err := beginLocked(ctx, conn, rel.ref)
@@ -196,6 +201,7 @@ func (r *Replicator) copyUnder(ctx context.Context, rel *relation, target *schem
 		return err
 	}
 	rel.copied = cut
+	rel.joining = false
 	if !rel.stale {
 		rel.shapedAt = max(rel.shapedAt, cut.End) // the table's shape as of the snapshot
 	}
