@@ -131,6 +131,13 @@ type BatchConfig struct {
 	// MaxAge flushes when the oldest pending row waited this long.
 	// Default 300ms, so a quiet stream is visible within a second.
 	MaxAge time.Duration
+	// Quiet, when above zero, flushes as soon as the stream has nothing
+	// more to read between two transactions, once this long has passed
+	// since the last flush: a trickle is visible in about this time, and
+	// at most one flush in this time writes each table (MaxAge and the
+	// size limits still flush a stream that never pauses). Zero leaves it
+	// off; `ferry run` sets 50ms.
+	Quiet time.Duration
 }
 
 func (c Config) withDefaults() Config {

@@ -53,6 +53,8 @@ type stream struct {
 	// when the stream last heard the server or finished a flush.
 	heard     bool
 	lastHeard time.Time
+	// lastFlush is when the last flush that wrote rows ended (BatchConfig.Quiet).
+	lastFlush time.Time
 
 	spills *spills // streamed transactions in progress; nil without protocol 2 streaming
 
@@ -154,6 +156,17 @@ func (s *stream) receive(ctx context.Context) error {
 	if d := time.Now().Truncate(resyncPoll).Add(resyncPoll); len(s.resyncs) > 0 && d.Before(deadline) {
 		deadline = d // a copy's end is noticed within resyncPoll
 	}
+	if s.quietFlushWaits() {
+		// Rows of whole transactions are pending: if nothing more arrives
+		// for quietWait, they are written (see idle).
+		d := time.Now().Add(quietWait)
+		if next := s.lastFlush.Add(s.cfg.Batch.Quiet); next.After(d) {
+			d = next
+		}
+		if d.Before(deadline) {
+			deadline = d
+		}
+	}
 	if !deadline.Equal(s.rdeadline) {
 		if err := s.conn.Conn().SetReadDeadline(deadline); err != nil {
 			return fmt.Errorf("receive from slot %s: %w", s.cfg.Slot, err)
@@ -191,6 +204,12 @@ func (s *stream) receive(ctx context.Context) error {
 // the command finish.
 func (s *stream) idle(ctx context.Context) error {
 	now := time.Now()
+	if s.quietFlushWaits() && !now.Before(s.lastFlush.Add(s.cfg.Batch.Quiet)) {
+		if err := s.flush(ctx); err != nil {
+			return err
+		}
+		now = time.Now()
+	}
 	if s.heard || s.lastHeard.IsZero() {
 		s.heard, s.lastHeard = false, now
 	}
@@ -210,6 +229,17 @@ func (s *stream) idle(ctx context.Context) error {
 		return s.sendStatus(true)
 	}
 	return nil
+}
+
+// quietWait is how long the stream waits for more before it takes itself
+// as quiet (BatchConfig.Quiet): the messages of a transaction the server
+// is sending follow one another closer than that.
+const quietWait = 2 * time.Millisecond
+
+// quietFlushWaits reports whether pending rows, of whole transactions
+// only, are to be written once the stream goes quiet.
+func (s *stream) quietFlushWaits() bool {
+	return s.cfg.Batch.Quiet > 0 && s.batch.Len() > 0 && !s.inTx
 }
 
 // errServerSilent: PostgreSQL sent nothing for longer than
@@ -289,6 +319,7 @@ func (s *stream) flush(ctx context.Context) error {
 			}
 		}
 		s.unchangedAt = time.Time{}
+		s.lastFlush = time.Now()
 		took := time.Since(start)
 		s.lastHeard = time.Now() // a long flush is not the server's silence
 		s.cfg.Observer.Flushed(n, took)

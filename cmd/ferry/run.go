@@ -47,6 +47,7 @@ type runCmd struct {
 	BatchRows    int           `name:"batch-rows" help:"Flush when this many rows are pending." default:"50000" env:"FERRY_BATCH_ROWS"`
 	BatchBytes   int           `name:"batch-bytes" help:"Flush when the pending rows hold this many bytes." default:"33554432" env:"FERRY_BATCH_BYTES"`
 	BatchAge     time.Duration `name:"batch-age" help:"Flush when the oldest pending row waited this long." default:"300ms" env:"FERRY_BATCH_AGE"`
+	BatchQuiet   time.Duration `name:"batch-quiet" help:"When the stream has nothing more to read, flush once this long has passed since the last flush (0: only --batch-age and the size limits flush)." default:"50ms" env:"FERRY_BATCH_QUIET"`
 	CopyWorkers  int           `name:"copy-workers" help:"Connections the initial copy reads with at once: big tables in page ranges, one INSERT in flight each. 0: min(4, 2 x CPUs)." default:"0" env:"FERRY_COPY_WORKERS"`
 	Streaming    string        `name:"streaming" help:"Receive transactions larger than the server's logical_decoding_work_mem while they run (PostgreSQL 14+), kept in --spill-dir until they commit: on, off, or auto (on where the server supports it)." default:"auto" enum:"auto,on,off" env:"FERRY_STREAMING"`
 	TableShapes  tableShapes   `name:"table-shapes" help:"The layout of ClickHouse tables ferry makes, by schema.table: order_by (the key's columns in another order), partition_by (over key columns), ttl, settings, codecs. A mapping in the config file; YAML text on the command line. Applies when ferry makes the table (first copy, rebuild, ferry resync)." placeholder:"YAML" env:"FERRY_TABLE_SHAPES"`
@@ -129,7 +130,7 @@ func (c *runCmd) replicatorConfig(log *zap.Logger, obs *observer) replicator.Con
 		RowFilters:     c.RowFilter,
 		CatchUp:        c.CatchUp,
 		RetryFor:       c.RetryFor,
-		Batch:          replicator.BatchConfig{MaxRows: c.BatchRows, MaxBytes: c.BatchBytes, MaxAge: c.BatchAge},
+		Batch:          replicator.BatchConfig{MaxRows: c.BatchRows, MaxBytes: c.BatchBytes, MaxAge: c.BatchAge, Quiet: c.BatchQuiet},
 		CopyWorkers:    c.CopyWorkers,
 		Logger:         log,
 		Observer:       obs,
