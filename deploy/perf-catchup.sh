@@ -271,3 +271,61 @@ resync_run() {
 	add resync:max "$(kv max_ms)"
 	log "  resync ${secs}s; orders meanwhile: $out"
 }
+
+# knee_run RATE: the steady state at RATE rows/s for KNEE_SECS, once, in
+# transactions of at least 100 rows and at most 200 a second (a single
+# writer keeps up with that). Sets KNEE_P99 (ms) and KNEE_ACHIEVED (rows/s);
+# a rate whose rows ClickHouse had not all shown 60 s after the writing
+# ended counts with a p99 of at least those 60 s.
+knee_run() {
+	local rate="$1" txn pid out n
+	txn=$(((rate / 200 + 99) / 100 * 100))
+	[ "$txn" -lt 100 ] && txn=100
+	log "knee: $rate rows/s in $txn-row transactions for ${KNEE_SECS}s"
+	fresh_db "$DB_ST"
+	pgdb "$DB_ST" -c "CREATE TABLE orders (id bigint PRIMARY KEY, customer_id bigint NOT NULL, total numeric(10,2) NOT NULL,
+		created_at timestamptz NOT NULL DEFAULT now(), note text NOT NULL)"
+	ferry_flags "$DB_ST"
+	"$FERRY" run "${FLAGS[@]}" "${RUNX[@]}" >"$LOGDIR/knee-$rate-ferry.log" 2>&1 &
+	pid=$!
+	BG_PIDS+=("$pid")
+	for _ in $(seq 1 300); do
+		grep -q '"catch_up"' "$LOGDIR/knee-$rate-ferry.log" && break # the "streaming" line
+		kill -0 "$pid" 2>/dev/null || { tail -n 20 "$LOGDIR/knee-$rate-ferry.log" >&2; return 1; }
+		sleep 0.2
+	done
+	out="$("$PERFLOAD" -pg "$(pg_url "$DB_ST")" -ch "$FERRY_CH_URL" -ch-table "$DB_ST.orders" -txn-rows "$txn" \
+		-rate "$rate" -duration "${KNEE_SECS}s" -drain 60s 2>"$LOGDIR/knee-$rate-perfload.err")" || true
+	echo "$out" >"$LOGDIR/knee-$rate-perfload.log"
+	kill -TERM "$pid"
+	wait "$pid" || { log "FAILED: ferry exited non-zero after SIGTERM"; tail -n 20 "$LOGDIR/knee-$rate-ferry.log" >&2; return 1; }
+	kv() { printf '%s\n' "$out" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+	[ -n "$(kv rows)" ] || { log "FAILED: perfload: $(cat "$LOGDIR/knee-$rate-perfload.err")"; return 1; }
+	KNEE_ACHIEVED="$(kv rows_per_s)" KNEE_P99="$(kv p99_ms)"
+	if [ "$(kv unseen)" != 0 ]; then
+		KNEE_P99=60000
+		log "  $(kv unseen) transactions not visible 60 s after the writing ended"
+	else
+		n="$(live_rows "$DB_ST" orders)"
+		if [ "$n" != "$(kv rows)" ]; then
+			log "WRONG: ClickHouse holds $n live rows, perfload wrote $(kv rows)"
+			return 1
+		fi
+	fi
+	record knee "$rate" 1 ferry_stream "$(kv rows)" "$KNEE_SECS" "$KNEE_ACHIEVED" ""
+	KNEE_ROWS+=("$rate	$KNEE_ACHIEVED	$(kv p50_ms)	$KNEE_P99	$(kv max_ms)")
+	log "  $out"
+}
+
+# knee_section: knee_run at each of KNEE_RATES, in order, until one ends
+# with a p99 of 1 s or more, or the writer cannot offer 90% of the rate.
+knee_section() {
+	local rate
+	KNEE_ROWS=()
+	for rate in $KNEE_RATES; do
+		knee_run "$rate" || return 1
+		if [ "${KNEE_P99%.*}" -ge 1000 ] || [ "$(awk -v a="$KNEE_ACHIEVED" -v r="$rate" 'BEGIN { print (a < 0.9 * r) }')" = 1 ]; then
+			break
+		fi
+	done
+}

@@ -94,7 +94,40 @@ report_resync() {
 	echo
 }
 
+# report_knee writes this leg's knee file next to PERF_DOC, redraws the
+# plot from every leg's, and reports the rates.
+report_knee() {
+	local dir leg file row knee="" off ach p50 p99 mx
+	dir="$(dirname "$DOC")"
+	leg="${PERF_LEG:-local}"
+	file="$dir/perf-knee-$leg.tsv"
+	{
+		echo "# ClickHouse $CH_VERSION"
+		printf '%s\n' "${KNEE_ROWS[@]}"
+	} >"$file"
+	bin/perfplot -out "$dir/perf-knee.svg" "$dir"/perf-knee-*.tsv
+	echo "### The knee: the highest rate with a p99 under 1 s"
+	echo
+	echo "The steady state's measure (above) once at each offered rate for ${KNEE_SECS}s, in transactions of 100 rows or more (at most 200 a second, which one writer keeps up with), until the p99 reaches 1 s. A rate whose rows were not all visible 60 s after the writing ended counts as 60000 ms. The plot, [perf-knee.svg](perf-knee.svg), shows every leg's last run."
+	echo
+	echo "| offered rows/s | achieved rows/s | p50 ms | p99 ms | max ms |"
+	echo "|---:|---:|---:|---:|---:|"
+	for row in "${KNEE_ROWS[@]}"; do
+		IFS=$'\t' read -r off ach p50 p99 mx <<<"$row"
+		echo "| $off | $ach | $p50 | $p99 | $mx |"
+		if [ "${p99%.*}" -lt 1000 ]; then knee="$ach"; fi
+	done
+	echo
+	if [ "${p99%.*}" -lt 1000 ]; then
+		echo "The knee: above $knee rows/s, the highest rate offered (no rate reached a p99 of 1 s; target: at least 50,000)."
+	else
+		echo "The knee: ${knee:-below the lowest rate offered} rows/s (target: at least 50,000)."
+	fi
+	echo
+}
+
 report_memory() {
+	[ -n "$(get one:rss)$(get txn100:rss)$(get single:rss)$(get bigtxn:rss)$(get load:rss)$(get steady:rss)" ] || return 0
 	echo "### Peak RSS of ferry (target: under 256 MB)"
 	echo
 	echo "| run | median MB | max MB |"
@@ -127,12 +160,13 @@ write_report() {
 		echo
 		echo "- Machine: $MACHINE; load average $LOAD_START at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end."
 		echo "- PostgreSQL $PG_VERSION, ClickHouse $CH_VERSION (the local stack, on the same machine), $GO_VERSION, ferry $FERRY_REV."
-		echo "- Command: \`make perf\` (RUNS=$RUNS BACKLOG_ROWS=$BACKLOG_ROWS LOAD_ROWS=$LOAD_ROWS BIGTXN_ROWS=$BIGTXN_ROWS STEADY_RATE=$STEADY_RATE STEADY_SECS=$STEADY_SECS${COPY_WORKERS:+ COPY_WORKERS=$COPY_WORKERS}${BATCH_AGE:+ BATCH_AGE=$BATCH_AGE}); raw figures: \`$RAW\`."
+		echo "- Command: \`make perf\` (RUNS=$RUNS BACKLOG_ROWS=$BACKLOG_ROWS LOAD_ROWS=$LOAD_ROWS BIGTXN_ROWS=$BIGTXN_ROWS STEADY_RATE=$STEADY_RATE STEADY_SECS=$STEADY_SECS KNEE_SECS=$KNEE_SECS${COPY_WORKERS:+ COPY_WORKERS=$COPY_WORKERS}${BATCH_AGE:+ BATCH_AGE=$BATCH_AGE}${BATCH_QUIET:+ BATCH_QUIET=$BATCH_QUIET}); raw figures: \`$RAW\`."
 		echo
 		[ -n "$(get one:ferry)$(get txn100:ferry)$(get single:ferry)" ] && report_catchup
 		[ -n "$(get load:ferry)" ] && report_load
 		[ -n "$(get steady:p99)" ] && report_steady
 		[ -n "$(get resync:p99)" ] && report_resync
+		[ "${#KNEE_ROWS[@]}" -gt 0 ] && report_knee
 		report_memory
 		echo "<!-- perf:end$LEG_TAG -->"
 	} >"$body"

@@ -14,7 +14,11 @@
 #   4. resync beside the stream: the steady state's load on one table while
 #      `ferry resync` copies another of LOAD_ROWS rows afresh;
 #   5. peak RSS of ferry in every run above, and in the catch-up of one
-#      transaction of BIGTXN_ROWS rows.
+#      transaction of BIGTXN_ROWS rows;
+#   6. the knee: the steady state once at each of KNEE_RATES, for
+#      KNEE_SECS, until p99 reaches 1 s; the highest rate below it, and
+#      docs/perf-knee.svg (p99 against rows/s, both legs) drawn by
+#      deploy/perfplot from docs/perf-knee-<leg>.tsv.
 #
 # Each is repeated RUNS times; the report shows medians and every run. It
 # replaces the part of PERF_DOC (docs/PERFORMANCE.md) between the
@@ -25,8 +29,10 @@
 # Environment: RUNS (3); QUICK=1 (a smoke run: 50k/100k/100k rows, 10 s of
 # steady state, RUNS=1); BACKLOG_ROWS (500000, a multiple of 100);
 # LOAD_ROWS (1000000); BIGTXN_ROWS (1000000); STEADY_RATE (10000);
-# STEADY_SECS (60); SECTIONS ("catchup load steady resync bigtxn"); COPY_WORKERS
-# and BATCH_AGE (ferry's defaults); PERF_LEG (the report's section:
+# STEADY_SECS (60); KNEE_RATES ("5000 10000 20000 40000 60000 80000
+# 120000"); KNEE_SECS (60); SECTIONS ("catchup load steady resync bigtxn
+# knee"); COPY_WORKERS
+# BATCH_AGE and BATCH_QUIET (ferry's defaults); PERF_LEG (the report's section:
 # modern or legacy; make perf sets it); PERF_DOC; FERRY (bin/ferry);
 # CH_CLIENT.
 set -euo pipefail
@@ -39,6 +45,7 @@ cd "$ROOT"
 if [ "${QUICK:-0}" = 1 ]; then
 	RUNS="${RUNS:-1}" BACKLOG_ROWS="${BACKLOG_ROWS:-50000}" LOAD_ROWS="${LOAD_ROWS:-100000}"
 	BIGTXN_ROWS="${BIGTXN_ROWS:-100000}" STEADY_SECS="${STEADY_SECS:-10}"
+	KNEE_RATES="${KNEE_RATES:-5000 20000}" KNEE_SECS="${KNEE_SECS:-10}"
 fi
 RUNS="${RUNS:-3}"
 BACKLOG_ROWS="${BACKLOG_ROWS:-500000}"
@@ -46,7 +53,9 @@ LOAD_ROWS="${LOAD_ROWS:-1000000}"
 BIGTXN_ROWS="${BIGTXN_ROWS:-1000000}"
 STEADY_RATE="${STEADY_RATE:-10000}"
 STEADY_SECS="${STEADY_SECS:-60}"
-SECTIONS="${SECTIONS:-catchup load steady resync bigtxn}"
+KNEE_RATES="${KNEE_RATES:-5000 10000 20000 40000 60000 80000 120000}"
+KNEE_SECS="${KNEE_SECS:-60}"
+SECTIONS="${SECTIONS:-catchup load steady resync bigtxn knee}"
 FERRY="${FERRY:-bin/ferry}"
 PERFLOAD=bin/perfload
 DOC="${PERF_DOC:-docs/PERFORMANCE.md}"
@@ -62,6 +71,7 @@ for c in pg_recvlogical psql "$CH_CLIENT"; do
 	command -v "$c" >/dev/null || { echo "$c not found (PostgreSQL 15 client tools, clickhouse-client)" >&2; exit 2; }
 done
 go build -o "$PERFLOAD" ./deploy/perfload
+go build -o bin/perfplot ./deploy/perfplot
 
 mkdir -p "$OUT"
 STAMP="$(date +%Y%m%d-%H%M%S)"
@@ -73,6 +83,7 @@ record() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$RAW"; }
 
 # Results: R[key] holds one figure per run, space-separated.
 declare -A R
+KNEE_ROWS=()
 add() { R[$1]="${R[$1]:-} $2"; }
 get() { printf '%s' "${R[$1]:-}"; }
 
@@ -101,6 +112,7 @@ FLAGS=()
 RUNX=(--metrics-addr "")
 if [ -n "${COPY_WORKERS:-}" ]; then RUNX+=(--copy-workers "$COPY_WORKERS"); fi
 if [ -n "${BATCH_AGE:-}" ]; then RUNX+=(--batch-age "$BATCH_AGE"); fi
+if [ -n "${BATCH_QUIET:-}" ]; then RUNX+=(--batch-quiet "$BATCH_QUIET"); fi
 ferry_flags() {
 	FLAGS=(--pg "$(pg_url "$1")" --ch "$FERRY_CH_URL" --ch-database "$1" --slot "$SLOT"
 		--publication "$PUB" --tables "${2:-public.orders}")
@@ -135,7 +147,8 @@ for section in $SECTIONS; do
 	steady) for run in $(seq 1 "$RUNS"); do steady_run "$run"; done ;;
 	resync) for run in $(seq 1 "$RUNS"); do resync_run "$run"; done ;;
 	bigtxn) for run in $(seq 1 "$RUNS"); do catchup_run one "$BIGTXN_ROWS" "$run" bigtxn; done ;;
-	*) echo "unknown section $section (want catchup, load, steady, resync, bigtxn)" >&2; exit 2 ;;
+	knee) knee_section ;;
+	*) echo "unknown section $section (want catchup, load, steady, resync, bigtxn, knee)" >&2; exit 2 ;;
 	esac
 done
 write_report
