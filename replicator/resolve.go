@@ -182,6 +182,9 @@ func (r *Replicator) tableRefs(ctx context.Context, conn *pgx.Conn) ([]tableRef,
 		if err != nil {
 			return nil, fmt.Errorf("--append-only: %w", err)
 		}
+		if appendOnly[ref.String()] {
+			continue // named twice (a flag given twice, or the same table spelt two ways)
+		}
 		ref.AppendOnly = true
 		appendOnly[ref.String()] = true
 		refs = append(refs, ref)
@@ -207,8 +210,10 @@ func (r *Replicator) tableRefs(ctx context.Context, conn *pgx.Conn) ([]tableRef,
 			return nil, err
 		}
 	}
+	seen := map[uint32]bool{}
 	for _, ref := range listed {
-		if !appendOnly[ref.String()] {
+		if !appendOnly[ref.String()] && !seen[ref.OID] {
+			seen[ref.OID] = true
 			refs = append(refs, ref)
 		}
 	}
