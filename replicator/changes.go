@@ -276,7 +276,20 @@ func (s *stream) add(rel *relation, row loader.Row, size int) error {
 
 // observe counts a change for the Observer.
 func (s *stream) observe(rel *relation, op string) {
-	s.cfg.Observer.Change(rel.ref.String(), op)
+	count := rel.counters[op]
+	if count == nil {
+		table := rel.ref.String()
+		if cc, ok := s.cfg.Observer.(ChangeCounter); ok {
+			count = cc.Counter(table, op)
+		} else {
+			count = func() { s.cfg.Observer.Change(table, op) }
+		}
+		if rel.counters == nil {
+			rel.counters = map[string]func(){}
+		}
+		rel.counters[op] = count
+	}
+	count()
 }
 
 // parseMessage parses a pgoutput message. pglogrepl.Parse indexes into

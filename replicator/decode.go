@@ -47,6 +47,8 @@ type relation struct {
 	recopy string
 	// leftToCopy counts the updates left to that copy (see leaveToCopy).
 	leftToCopy int
+	// counters count its changes for the Observer, by op (see observe).
+	counters map[string]func()
 	// joining is set while the table's next copy follows its joining the
 	// publication: the copy first waits for the transactions writing to it
 	// then (see waitForWriters).

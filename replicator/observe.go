@@ -33,6 +33,13 @@ type Observer interface {
 	Retry(kind string, err error)
 }
 
+// ChangeCounter is an Observer that hands out, per table and op, a function
+// that counts one change as Change does, without looking the two up at
+// every change (a per-row cost the stream avoids where it can).
+type ChangeCounter interface {
+	Counter(table, op string) func()
+}
+
 // NopObserver ignores everything; it is the default Observer.
 type NopObserver struct{}
 

@@ -129,8 +129,10 @@ func (s *stream) tick(ctx context.Context) error {
 	}
 	// Not only when a status update is due: keepalives answered at once
 	// (see keepalive) put that off for as long as the server's WAL moves.
-	if err := s.checkMembership(ctx, false); err != nil {
-		return err
+	if !now.Before(s.memberDue()) {
+		if err := s.checkMembership(ctx, false); err != nil {
+			return err
+		}
 	}
 	if err := s.pollResyncs(ctx); err != nil {
 		return err
@@ -153,8 +155,10 @@ func (s *stream) receive(ctx context.Context) error {
 	if d := s.memberDue(); d.Before(deadline) {
 		deadline = d
 	}
-	if d := time.Now().Truncate(resyncPoll).Add(resyncPoll); len(s.resyncs) > 0 && d.Before(deadline) {
-		deadline = d // a copy's end is noticed within resyncPoll
+	if len(s.resyncs) > 0 {
+		if d := time.Now().Truncate(resyncPoll).Add(resyncPoll); d.Before(deadline) {
+			deadline = d // a copy's end is noticed within resyncPoll
+		}
 	}
 	if s.quietFlushWaits() {
 		// Rows of whole transactions are pending: if nothing more arrives

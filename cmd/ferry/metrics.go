@@ -113,6 +113,17 @@ func (o *observer) Change(table, op string) {
 	o.book.change(table, op)
 }
 
+// Counter is Change for one table and op, looked up once: looking the
+// counter up by its labels at every change was 5 % of a catch-up's CPU.
+func (o *observer) Counter(table, op string) func() {
+	c := o.changes.WithLabelValues(table, op)
+	count := o.book.counter(table, op)
+	return func() {
+		c.Inc()
+		count()
+	}
+}
+
 func (o *observer) Flushed(rows int, took time.Duration) {
 	o.batch.Observe(float64(rows))
 	o.flush.Observe(took.Seconds())

@@ -71,16 +71,25 @@ func (b *statusBook) setTables(tables []replicator.ReplicatedTable) {
 	}
 }
 
-func (b *statusBook) change(table, op string) {
+func (b *statusBook) change(table, op string) { b.counter(table, op)() }
+
+// counter is change for one table and op, whose entry (never removed) is
+// looked up once.
+func (b *statusBook) counter(table, op string) func() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	t := b.entry(table)
-	if i, ok := opIndex[op]; ok {
-		t.ops[i]++
-	}
-	if !t.pending {
-		t.pending = true
-		b.pending = append(b.pending, t)
+	b.mu.Unlock()
+	i, known := opIndex[op]
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if known {
+			t.ops[i]++
+		}
+		if !t.pending {
+			t.pending = true
+			b.pending = append(b.pending, t)
+		}
 	}
 }
 
