@@ -23,6 +23,10 @@ type Batcher struct {
 
 	pending []*Batch // in the order tables first got a row
 	index   map[*schema.TableMap]*Batch
+	// sizes holds each table's rows in its last batch written: its next
+	// batch starts with room for as many (growing the slice row by row
+	// was 8 % of a catch-up's CPU).
+	sizes map[*schema.TableMap]int
 	rows    int
 	bytes   int
 	since   time.Time // when the oldest pending row arrived
@@ -32,14 +36,14 @@ type Batcher struct {
 // no limit of that kind.
 func NewBatcher(sink Sink, maxRows, maxBytes int, maxAge time.Duration) *Batcher {
 	return &Batcher{sink: sink, maxRows: maxRows, maxBytes: maxBytes, maxAge: maxAge,
-		index: map[*schema.TableMap]*Batch{}}
+		index: map[*schema.TableMap]*Batch{}, sizes: map[*schema.TableMap]int{}}
 }
 
 // Add queues a row of tm; size is its estimated size in bytes.
 func (b *Batcher) Add(tm *schema.TableMap, r Row, size int) {
 	batch := b.index[tm]
 	if batch == nil {
-		batch = &Batch{Table: tm}
+		batch = &Batch{Table: tm, Rows: make([]Row, 0, b.sizes[tm])}
 		b.index[tm] = batch
 		b.pending = append(b.pending, batch)
 	}
@@ -84,6 +88,10 @@ func (b *Batcher) Flush(ctx context.Context) error {
 			return err
 		}
 		b.rows -= len(batch.Rows)
+		if len(b.sizes) > 10000 {
+			clear(b.sizes) // tables replaced by schema changes keep no room for ever
+		}
+		b.sizes[batch.Table] = len(batch.Rows)
 		delete(b.index, batch.Table)
 		b.pending = b.pending[1:]
 	}
