@@ -163,7 +163,9 @@ func (s *stream) receive(ctx context.Context) error {
 	if s.quietFlushWaits() {
 		// Rows of whole transactions are pending: if nothing more arrives
 		// for quietWait, they are written (see idle).
-		d := time.Now().Add(quietWait)
+		// In whole milliseconds: the deadline then moves (a call into the
+		// runtime's poller) at most once a millisecond, not per message.
+		d := time.Now().Add(quietWait).Truncate(time.Millisecond)
 		if next := s.lastFlush.Add(s.cfg.Batch.Quiet); next.After(d) {
 			d = next
 		}
