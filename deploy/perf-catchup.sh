@@ -165,6 +165,29 @@ load_section() {
 	drop_ch_db "$DB_LOAD"
 }
 
+# stream_ferry NAME: starts ferry run (FLAGS, RUNX) in the background, its
+# log in NAME-ferry.log, and returns once it streams (the "streaming" line,
+# after any first copy); FERRY_PID is its pid.
+stream_ferry() {
+	local log="$LOGDIR/$1-ferry.log"
+	"$FERRY" run "${FLAGS[@]}" "${RUNX[@]}" >"$log" 2>&1 &
+	FERRY_PID=$!
+	BG_PIDS+=("$FERRY_PID")
+	for _ in $(seq 1 600); do
+		grep -q '"catch_up"' "$log" && return 0
+		kill -0 "$FERRY_PID" 2>/dev/null || { tail -n 20 "$log" >&2; return 1; }
+		sleep 0.2
+	done
+	log "FAILED: ferry did not start streaming in 120 s"
+	return 1
+}
+
+# stop_ferry NAME: SIGTERM to FERRY_PID, which must exit cleanly.
+stop_ferry() {
+	kill -TERM "$FERRY_PID"
+	wait "$FERRY_PID" || { log "FAILED: ferry exited non-zero after SIGTERM"; tail -n 20 "$LOGDIR/$1-ferry.log" >&2; return 1; }
+}
+
 # steady_run RUN: ferry streams while perfload writes at STEADY_RATE.
 steady_run() {
 	local run="$1" pid out hwm n
@@ -173,14 +196,8 @@ steady_run() {
 	pgdb "$DB_ST" -c "CREATE TABLE orders (id bigint PRIMARY KEY, customer_id bigint NOT NULL, total numeric(10,2) NOT NULL,
 		created_at timestamptz NOT NULL DEFAULT now(), note text NOT NULL)"
 	ferry_flags "$DB_ST"
-	"$FERRY" run "${FLAGS[@]}" "${RUNX[@]}" >"$LOGDIR/steady-$run-ferry.log" 2>&1 &
-	pid=$!
-	BG_PIDS+=("$pid")
-	for _ in $(seq 1 300); do
-		grep -q '"catch_up"' "$LOGDIR/steady-$run-ferry.log" && break # the "streaming" line
-		kill -0 "$pid" 2>/dev/null || { tail -n 20 "$LOGDIR/steady-$run-ferry.log" >&2; return 1; }
-		sleep 0.2
-	done
+	stream_ferry "steady-$run" || return 1
+	pid=$FERRY_PID
 	out="$("$PERFLOAD" -pg "$(pg_url "$DB_ST")" -ch "$FERRY_CH_URL" -ch-table "$DB_ST.orders" \
 		-rate "$STEADY_RATE" -duration "${STEADY_SECS}s" 2>"$LOGDIR/steady-$run-perfload.err")" || {
 		log "FAILED: perfload: $(cat "$LOGDIR/steady-$run-perfload.err") $out"
@@ -188,8 +205,7 @@ steady_run() {
 	}
 	echo "$out" >"$LOGDIR/steady-$run-perfload.log"
 	hwm="$(awk '/^VmHWM:/ { printf "%.0f", $2 / 1024 }' "/proc/$pid/status")"
-	kill -TERM "$pid"
-	wait "$pid" || { log "FAILED: ferry exited non-zero after SIGTERM"; tail -n 20 "$LOGDIR/steady-$run-ferry.log" >&2; return 1; }
+	stop_ferry "steady-$run" || return 1
 	kv() { printf '%s\n' "$out" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 	n="$(live_rows "$DB_ST" orders)"
 	if [ "$n" != "$(kv rows)" ]; then
@@ -210,7 +226,7 @@ steady_run() {
 # big, a table of LOAD_ROWS rows, afresh: the commit-to-visible latency of
 # orders during the resync, and the resync's time.
 resync_run() {
-	local run="$1" pid out n t0 t1 secs lpid
+	local run="$1" out n t0 t1 secs lpid
 	log "resync run $run/$RUNS: $STEADY_RATE rows/s into orders while a $LOAD_ROWS-row table is copied afresh"
 	fresh_db "$DB_RS"
 	pgdb "$DB_RS" <<-SQL
@@ -230,14 +246,7 @@ resync_run() {
 		VACUUM (FREEZE, ANALYZE) big;
 	SQL
 	ferry_flags "$DB_RS" public.orders,public.big
-	"$FERRY" run "${FLAGS[@]}" "${RUNX[@]}" >"$LOGDIR/resync-$run-ferry.log" 2>&1 &
-	pid=$!
-	BG_PIDS+=("$pid")
-	for _ in $(seq 1 600); do
-		grep -q '"catch_up"' "$LOGDIR/resync-$run-ferry.log" && break # the "streaming" line, after the first copy
-		kill -0 "$pid" 2>/dev/null || { tail -n 20 "$LOGDIR/resync-$run-ferry.log" >&2; return 1; }
-		sleep 0.2
-	done
+	stream_ferry "resync-$run" || return 1
 	"$PERFLOAD" -pg "$(pg_url "$DB_RS")" -ch "$FERRY_CH_URL" -ch-table "$DB_RS.orders" \
 		-rate "$STEADY_RATE" -duration "${STEADY_SECS}s" >"$LOGDIR/resync-$run-perfload.log" 2>"$LOGDIR/resync-$run-perfload.err" &
 	lpid=$!
@@ -248,8 +257,7 @@ resync_run() {
 	secs="$(elapsed "$t0" "$t1")"
 	wait "$lpid" || { log "FAILED: perfload: $(cat "$LOGDIR/resync-$run-perfload.err")"; return 1; }
 	out="$(cat "$LOGDIR/resync-$run-perfload.log")"
-	kill -TERM "$pid"
-	wait "$pid" || { log "FAILED: ferry exited non-zero after SIGTERM"; tail -n 20 "$LOGDIR/resync-$run-ferry.log" >&2; return 1; }
+	stop_ferry "resync-$run" || return 1
 	kv() { printf '%s\n' "$out" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 	n="$(live_rows "$DB_RS" orders)"
 	if [ "$n" != "$(kv rows)" ]; then
@@ -278,7 +286,7 @@ resync_run() {
 # a rate whose rows ClickHouse had not all shown 60 s after the writing
 # ended counts with a p99 of at least those 60 s.
 knee_run() {
-	local rate="$1" txn pid out n
+	local rate="$1" txn out n
 	txn=$(((rate / 200 + 99) / 100 * 100))
 	[ "$txn" -lt 100 ] && txn=100
 	log "knee: $rate rows/s in $txn-row transactions for ${KNEE_SECS}s"
@@ -286,19 +294,11 @@ knee_run() {
 	pgdb "$DB_ST" -c "CREATE TABLE orders (id bigint PRIMARY KEY, customer_id bigint NOT NULL, total numeric(10,2) NOT NULL,
 		created_at timestamptz NOT NULL DEFAULT now(), note text NOT NULL)"
 	ferry_flags "$DB_ST"
-	"$FERRY" run "${FLAGS[@]}" "${RUNX[@]}" >"$LOGDIR/knee-$rate-ferry.log" 2>&1 &
-	pid=$!
-	BG_PIDS+=("$pid")
-	for _ in $(seq 1 300); do
-		grep -q '"catch_up"' "$LOGDIR/knee-$rate-ferry.log" && break # the "streaming" line
-		kill -0 "$pid" 2>/dev/null || { tail -n 20 "$LOGDIR/knee-$rate-ferry.log" >&2; return 1; }
-		sleep 0.2
-	done
+	stream_ferry "knee-$rate" || return 1
 	out="$("$PERFLOAD" -pg "$(pg_url "$DB_ST")" -ch "$FERRY_CH_URL" -ch-table "$DB_ST.orders" -txn-rows "$txn" \
 		-rate "$rate" -duration "${KNEE_SECS}s" -drain 60s 2>"$LOGDIR/knee-$rate-perfload.err")" || true
 	echo "$out" >"$LOGDIR/knee-$rate-perfload.log"
-	kill -TERM "$pid"
-	wait "$pid" || { log "FAILED: ferry exited non-zero after SIGTERM"; tail -n 20 "$LOGDIR/knee-$rate-ferry.log" >&2; return 1; }
+	stop_ferry "knee-$rate" || return 1
 	kv() { printf '%s\n' "$out" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 	[ -n "$(kv rows)" ] || { log "FAILED: perfload: $(cat "$LOGDIR/knee-$rate-perfload.err")"; return 1; }
 	KNEE_ACHIEVED="$(kv rows_per_s)" KNEE_P99="$(kv p99_ms)"

@@ -328,3 +328,44 @@ func (e *env) chHasTable(name string) bool {
 	}
 	return exists == 1
 }
+
+// background is a ferry run in the background (see runInBackground).
+type background struct {
+	t    *testing.T
+	done chan error // receives how the run ended
+	stop context.CancelFunc
+}
+
+// runInBackground starts ferry with cfg, writing through s, until ctx ends
+// or the run is stopped.
+func (e *env) runInBackground(ctx context.Context, cfg replicator.Config, s faultySink) *background {
+	e.t.Helper()
+	r, err := replicator.New(cfg, s, s, s.Capabilities(), clickhouse.IsRetryable)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	e.t.Cleanup(stop)
+	b := &background{t: e.t, done: make(chan error, 1), stop: stop}
+	go func() { b.done <- r.Run(runCtx) }()
+	return b
+}
+
+// alive fails the test when the run has ended.
+func (b *background) alive() {
+	b.t.Helper()
+	select {
+	case err := <-b.done:
+		b.t.Fatalf("ferry stopped: %v", err)
+	default:
+	}
+}
+
+// end stops the run and fails the test when it ended with an error.
+func (b *background) end() {
+	b.t.Helper()
+	b.stop()
+	if err := <-b.done; err != nil {
+		b.t.Fatalf("run: %v", err)
+	}
+}

@@ -404,21 +404,10 @@ func TestCopyWaitsForEarlierWriters(t *testing.T) {
 
 	// Added by a user while ferry streams.
 	cfg.Tables = nil // the publication as it is
-	r, err := replicator.New(cfg, e.sink(), e.sink(), e.sink().Capabilities(), clickhouse.IsRetryable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- r.Run(runCtx) }()
+	run := e.runInBackground(ctx, cfg, e.sink())
 	e.exec(`INSERT INTO a VALUES (11)`)
 	testkit.WaitFor(t, time.Minute, "ferry to stream", func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("ferry stopped: %v", err)
-		default:
-		}
+		run.alive()
 		return e.chStrings("SELECT toString(count()) FROM " + e.table("a") + " FINAL WHERE _ferry_deleted = 0")[0][0] == "11"
 	})
 	e.exec(`ALTER PUBLICATION ferry DROP TABLE c`, `CREATE TABLE d (id int PRIMARY KEY)`, `INSERT INTO d SELECT generate_series(1, 10)`)
@@ -431,17 +420,10 @@ func TestCopyWaitsForEarlierWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, 30*time.Second, "ferry to copy d and stream its rows", func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("ferry stopped: %v", err)
-		default:
-		}
+		run.alive()
 		return e.chHasTable("d") && e.chStrings("SELECT toString(count()) FROM " + e.table("d") + " FINAL WHERE _ferry_deleted = 0")[0][0] == "13"
 	})
-	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	run.end()
 	e.mustCatchUp(cfg)
 	if n := e.verifyAll(cfg); n["public.b"] != 12 || n["public.d"] != 13 {
 		t.Errorf("verified %v, want 12 rows of b and 13 of d", n)

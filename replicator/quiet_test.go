@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ferry-cdc/ferry/internal/testkit"
-	"github.com/ferry-cdc/ferry/loader/clickhouse"
 	"github.com/ferry-cdc/ferry/replicator"
 )
 
@@ -21,23 +20,13 @@ func TestQuietFlush(t *testing.T) {
 	cfg := e.config()
 	cfg.Batch = replicator.BatchConfig{MaxAge: time.Hour, Quiet: 50 * time.Millisecond}
 	e.mustCatchUp(cfg)
-	s := e.sink()
-	r, err := replicator.New(cfg, s, s, s.Capabilities(), clickhouse.IsRetryable)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	run := e.runInBackground(ctx, cfg, e.sink())
 	visible := func(what, query, want string) {
 		t.Helper()
 		testkit.WaitFor(t, time.Minute, what, func() bool {
-			select {
-			case err := <-done:
-				t.Fatalf("ferry stopped: %v", err)
-			default:
-			}
+			run.alive()
 			return e.chStrings(query)[0][0] == want
 		})
 	}
@@ -48,10 +37,7 @@ func TestQuietFlush(t *testing.T) {
 	}
 	e.exec(`INSERT INTO a SELECT g, 'batch' FROM generate_series(100, 199) g`, `UPDATE a SET v = 'updated' WHERE id = 1`)
 	visible("the 100-row transaction and the update", "SELECT v FROM "+e.table("a")+" FINAL WHERE id = 1", "updated")
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	run.end()
 	if n := e.verifyAll(cfg)["public.a"]; n != 105 {
 		t.Errorf("verified %d rows, want 105", n)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/ferry-cdc/ferry/internal/testkit"
 	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/loader/clickhouse"
 	"github.com/ferry-cdc/ferry/replicator"
@@ -265,19 +266,12 @@ func TestResyncBesideStreamTruncate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	s := &gatedCopy{Sink: e.sink(), copying: make(chan struct{}), release: make(chan struct{})}
-	r, err := replicator.New(cfg, s, s, s.Capabilities(), clickhouse.IsRetryable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- r.Run(runCtx) }()
+	run := e.runInBackground(ctx, cfg, s)
 	req, err := replicator.RequestResync(ctx, cfg, []string{"public.a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.awaitCopying(ctx, t, done)
+	s.awaitCopying(ctx, t, run.done)
 	// The TRUNCATE waits for the copy's lock: let the copy go meanwhile.
 	go func() {
 		time.Sleep(time.Second)
@@ -287,10 +281,7 @@ func TestResyncBesideStreamTruncate(t *testing.T) {
 	if err := replicator.WaitResync(ctx, cfg, req, nil); err != nil {
 		t.Fatal(err)
 	}
-	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	run.end()
 	e.mustCatchUp(cfg)
 	if n := e.verifyAll(cfg)["public.a"]; n != 10 {
 		t.Errorf("verify counted %d rows of a, want the 10 inserted after the TRUNCATE", n)
@@ -335,28 +326,18 @@ func TestResyncBeforeAlter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	s := &heldWrite{Sink: e.sink(), table: "b", held: make(chan struct{}), release: make(chan struct{})}
-	r, err := replicator.New(cfg, s, s, s.Capabilities(), clickhouse.IsRetryable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- r.Run(runCtx) }()
+	run := e.runInBackground(ctx, cfg, s)
 	// The walsender sends a's shape with this change, and not again before
 	// the ALTER TABLE.
 	e.exec(`UPDATE a SET v = 'seen' WHERE id = 2000`)
-	for e.chStrings(`SELECT v FROM ` + e.table("a") + ` FINAL WHERE id = 2000`)[0][0] != "seen" {
-		select {
-		case err := <-done:
-			t.Fatalf("ferry stopped: %v", err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	testkit.WaitFor(t, time.Minute, "the update of row 2000", func() bool {
+		run.alive()
+		return e.chStrings(`SELECT v FROM ` + e.table("a") + ` FINAL WHERE id = 2000`)[0][0] == "seen"
+	})
 	e.exec(`INSERT INTO b VALUES (1)`)
 	select {
 	case <-s.held:
-	case err := <-done:
+	case err := <-run.done:
 		t.Fatalf("ferry stopped before writing table b: %v", err)
 	case <-ctx.Done():
 		t.Fatal("ferry did not write table b")
@@ -376,13 +357,10 @@ func TestResyncBeforeAlter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case err := <-done:
+	case err := <-run.done:
 		t.Fatalf("ferry stopped before the resync was done: %v", err)
 	}
-	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	run.end()
 	e.mustCatchUp(cfg)
 	if n := e.verifyAll(cfg)["public.a"]; n != 2002 {
 		t.Errorf("verify counted %d rows, want 2002", n)
