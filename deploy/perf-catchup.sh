@@ -188,14 +188,19 @@ stop_ferry() {
 	wait "$FERRY_PID" || { log "FAILED: ferry exited non-zero after SIGTERM"; tail -n 20 "$LOGDIR/$1-ferry.log" >&2; return 1; }
 }
 
-# steady_run RUN: ferry streams while perfload writes at STEADY_RATE.
-steady_run() {
-	local run="$1" pid out hwm n
-	log "steady state run $run/$RUNS: $STEADY_RATE rows/s for ${STEADY_SECS}s"
+# steady_db: a fresh DB_ST with perfload's orders table, and FLAGS for it.
+steady_db() {
 	fresh_db "$DB_ST"
 	pgdb "$DB_ST" -c "CREATE TABLE orders (id bigint PRIMARY KEY, customer_id bigint NOT NULL, total numeric(10,2) NOT NULL,
 		created_at timestamptz NOT NULL DEFAULT now(), note text NOT NULL)"
 	ferry_flags "$DB_ST"
+}
+
+# steady_run RUN: ferry streams while perfload writes at STEADY_RATE.
+steady_run() {
+	local run="$1" pid out hwm n
+	log "steady state run $run/$RUNS: $STEADY_RATE rows/s for ${STEADY_SECS}s"
+	steady_db
 	stream_ferry "steady-$run" || return 1
 	pid=$FERRY_PID
 	out="$("$PERFLOAD" -pg "$(pg_url "$DB_ST")" -ch "$FERRY_CH_URL" -ch-table "$DB_ST.orders" \
@@ -290,10 +295,7 @@ knee_run() {
 	txn=$(((rate / 200 + 99) / 100 * 100))
 	[ "$txn" -lt 100 ] && txn=100
 	log "knee: $rate rows/s in $txn-row transactions for ${KNEE_SECS}s"
-	fresh_db "$DB_ST"
-	pgdb "$DB_ST" -c "CREATE TABLE orders (id bigint PRIMARY KEY, customer_id bigint NOT NULL, total numeric(10,2) NOT NULL,
-		created_at timestamptz NOT NULL DEFAULT now(), note text NOT NULL)"
-	ferry_flags "$DB_ST"
+	steady_db
 	stream_ferry "knee-$rate" || return 1
 	out="$("$PERFLOAD" -pg "$(pg_url "$DB_ST")" -ch "$FERRY_CH_URL" -ch-table "$DB_ST.orders" -txn-rows "$txn" \
 		-rate "$rate" -duration "${KNEE_SECS}s" -drain 60s 2>"$LOGDIR/knee-$rate-perfload.err")" || true
