@@ -77,7 +77,10 @@ catchup_run() {
 	drop_slot "$SLOT_DEC" >/dev/null
 
 	ferry_flags "$DB_CU"
-	measured "cu-$tag-$run-ferry" "$FERRY" run "${FLAGS[@]}" "${RUNX[@]}" --catch-up
+	# The last run of a shape keeps a CPU profile (sampling costs ~1 %).
+	local prof=""
+	[ "$run" = "$RUNS" ] && prof="$LOGDIR/cu-$tag.prof"
+	measured "cu-$tag-$run-ferry" env FERRY_CPUPROFILE="$prof" "$FERRY" run "${FLAGS[@]}" "${RUNX[@]}" --catch-up
 	record catchup "$tag" "$run" ferry_catch_up "$rows" "$SECS" "$(rate "$rows" "$SECS")" "$RSS_MB"
 	log "  in-server decoder ${dec}s ($decoded messages); pg_recvlogical ${recv}s; ferry ${SECS}s (decoder/ferry $(ratio "$dec" "$SECS")), ferry CPU ${CPU_S}s, peak RSS ${RSS_MB} MB"
 	local n
@@ -97,6 +100,7 @@ catchup_run() {
 	add "$tag:decratio" "$(ratio "$dec" "$SECS")"
 	add "$tag:cpu" "$CPU_S"
 	add "$tag:cpum" "$(per_million "$CPU_S" "$rows")"
+	[ -n "$prof" ] && [ -s "$prof" ] && CPU_SHARES["$tag"]="$(cpu_shares "$prof")"
 	drop_slot "$SLOT" >/dev/null
 }
 

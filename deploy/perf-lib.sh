@@ -118,3 +118,27 @@ measured() {
 
 # live_rows DB TABLE: rows ClickHouse holds, after replacing and deletes.
 live_rows() { chq --query "SELECT count() FROM $1.$2 FINAL WHERE _ferry_deleted = 0"; }
+
+# CPU_PARTS names parts of ferry's work and the functions that make each
+# up (a regular expression over a stack's frames; parts may nest, as
+# allocation runs inside parsing and conversion).
+CPU_PARTS='reading from PostgreSQL (pgconn, pgproto3)|pgconn\.|pgproto3\.
+parsing pgoutput (pglogrepl)|pglogrepl\.
+converting values (schema.ColumnMap.Convert)|ColumnMap\)?\.Convert
+batching rows (loader.Batcher.Add)|Batcher\)\.Add
+encoding and sending to ClickHouse (clickhouse-go, ch-go)|ClickHouse/(clickhouse-go|ch-go)
+allocating (runtime.mallocgc)|runtime\.mallocgc
+garbage collection in the background|gcBgMarkWorker
+Go scheduler and netpoller|runtime\.(schedule|findRunnable)'
+
+# cpu_shares PROFILE: each of CPU_PARTS's share of ferry's CPU samples in
+# PROFILE, as "part N%; part N%; ...".
+cpu_shares() {
+	local prof="$1" out="" name re pct
+	while IFS='|' read -r name re; do
+		pct="$(go tool pprof -top -nodecount=100000 -focus="$re" "$FERRY" "$prof" 2>/dev/null |
+			sed -n 's/^Showing nodes accounting for [^,]*, \([0-9.]*\)% of .*/\1/p')"
+		out+="${out:+; }$name $(awk -v p="${pct:-0}" 'BEGIN { printf "%.0f", p }') %"
+	done <<<"$CPU_PARTS"
+	printf '%s' "$out"
+}

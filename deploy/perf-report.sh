@@ -54,6 +54,17 @@ report_catchup() {
 		echo "| $label | $(row_of "$shape:dec") | $(row_of "$shape:recv") | $(row_of "$shape:ferry") | $(rate "$BACKLOG_ROWS" "$(med "$shape:ferry")") | $(row_of "$shape:decratio") | $(row_of "$shape:ratio") | $(row_of "$shape:cpu") | $(row_of "$shape:cpum") | $(row_of "$shape:rss") |"
 	done
 	echo
+	if [ "${#CPU_SHARES[@]}" -gt 0 ]; then
+		echo "Where ferry's CPU went, from a CPU profile of the last run of each shape (\`FERRY_CPUPROFILE\`): the share of samples whose stack holds each part; parts nest (allocation runs inside parsing and conversion), so they need not add up to 100 %."
+		echo
+		echo "| shape | where the CPU went |"
+		echo "|---|---|"
+		for shape in one txn100 single bigtxn; do
+			[ -n "${CPU_SHARES[$shape]:-}" ] || continue
+			echo "| $shape | ${CPU_SHARES[$shape]} |"
+		done
+		echo
+	fi
 	echo "The in-server decoder is \`SELECT count(*) FROM pg_logical_slot_get_binary_changes(slot, end_lsn, NULL, 'proto_version', '1', 'publication_names', ...)\` on a third slot created with the twin: PostgreSQL's decoding and pgoutput's messages, with nothing sent, the bound of any client. ferry's CPU-seconds are user + system time of the process (getrusage, through GNU time). pg_recvlogical (pgoutput proto_version 1, the same publication, \`-E\` the backlog's end LSN, output to /dev/null) reads a twin slot created right after ferry's. ferry's time is from start to exit: connect, checks, decode, load into ClickHouse, confirm. Each run checks ClickHouse's live row count; the last of each shape runs \`ferry verify\`."
 	echo
 }

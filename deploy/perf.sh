@@ -83,6 +83,7 @@ record() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$RAW"; }
 
 # Results: R[key] holds one figure per run, space-separated.
 declare -A R
+declare -A CPU_SHARES # by catch-up tag: where ferry's CPU went in its last run
 KNEE_ROWS=()
 add() { R[$1]="${R[$1]:-} $2"; }
 get() { printf '%s' "${R[$1]:-}"; }
