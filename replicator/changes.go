@@ -302,6 +302,9 @@ func parseMessage(data []byte) (msg pglogrepl.Message, err error) {
 	if err := checkTuples(data); err != nil {
 		return nil, err
 	}
+	if m, ok := parseRowChange(data); ok {
+		return m, nil
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			msg, err = nil, fmt.Errorf("malformed pgoutput message %q…: %v", truncate(data, 32), p)
