@@ -91,6 +91,7 @@ func (r *Replicator) unstored(rels []*relation, stored map[uint32]catalogTable, 
 		}
 		r.log.Info("the slot has no state of this table (it joined the publication while ferry was stopped, or its copy was cut short): copying it",
 			zap.Stringer("table", rel.ref), zap.String("clickhouse_table", rel.tm.Name))
+		rel.joining = true
 		out = append(out, rel)
 	}
 	return out
@@ -111,7 +112,6 @@ func (r *Replicator) copyMissing(ctx context.Context, conn *pgx.Conn, rels []*re
 		if err := r.saveState(ctx, rel); err != nil {
 			return err
 		}
-		rel.joining = true // added to the publication, by ferry or while it was stopped, or a copy cut short
 		if err := r.copyFresh(ctx, rel, rel.tm); err != nil {
 			return fmt.Errorf("copy %s: %w", rel.ref, err)
 		}

@@ -203,6 +203,7 @@ func (r *Replicator) publishMissing(ctx context.Context, conn *pgx.Conn, pub str
 			return nil, err
 		}
 		r.log.Info("added a table to the publication; its rows will be copied", zap.String("publication", pub), zap.Stringer("table", rel.ref))
+		rel.joining = true
 		added = append(added, rel)
 	}
 	return added, nil
