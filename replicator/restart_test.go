@@ -119,7 +119,7 @@ func TestKillBeforeFlush(t *testing.T) {
 	if out, err := exec.Command(bin, append(args, "--catch-up")...).CombinedOutput(); err != nil {
 		t.Fatalf("initial copy: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, append(args, "--batch-age", "10s")...)
+	cmd := exec.Command(bin, append(args, "--batch-age", "10s", "--batch-quiet", "0")...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestSigtermFlushes(t *testing.T) {
 	if out, err := exec.Command(bin, append(args, "--catch-up")...).CombinedOutput(); err != nil {
 		t.Fatalf("initial copy: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, append(args, "--batch-age", "1m")...)
+	cmd := exec.Command(bin, append(args, "--batch-age", "1m", "--batch-quiet", "0")...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
