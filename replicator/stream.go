@@ -55,6 +55,13 @@ type stream struct {
 	lastHeard time.Time
 	// lastFlush is when the last flush that wrote rows ended (BatchConfig.Quiet).
 	lastFlush time.Time
+	// behind is set while the last message received lies lagBytes or more
+	// before the server's WAL end: a backlog, read in large batches (no
+	// quiet flush) and larger socket reads (see coalesce.go).
+	behind bool
+	// reads is the replication connection's socket, told when the stream
+	// is behind.
+	reads *coalescingConn
 
 	spills *spills // streamed transactions in progress; nil without protocol 2 streaming
 
@@ -250,9 +257,12 @@ func (s *stream) idle(ctx context.Context) error {
 const quietWait = 2 * time.Millisecond
 
 // quietFlushWaits reports whether pending rows, of whole transactions
-// only, are to be written once the stream goes quiet.
+// only, are to be written once the stream goes quiet. Not while it is
+// behind: a backlog's reads find the socket drained now and then, and
+// flushing each time made a catch-up write small batches (a third more
+// CPU, half as much again of time, in 100-row transactions).
 func (s *stream) quietFlushWaits() bool {
-	return s.cfg.Batch.Quiet > 0 && s.batch.Len() > 0 && !s.inTx
+	return s.cfg.Batch.Quiet > 0 && s.batch.Len() > 0 && !s.inTx && !s.behind
 }
 
 // errServerSilent: PostgreSQL sent nothing for longer than
@@ -276,6 +286,10 @@ func (s *stream) copyData(ctx context.Context, data []byte) error {
 			return fmt.Errorf("slot %s: parse WAL data: %w", s.cfg.Slot, err)
 		}
 		s.serverAt = max(s.serverAt, xld.ServerWALEnd)
+		s.behind = s.serverAt > xld.WALStart+lagBytes
+		if s.reads != nil {
+			s.reads.behind.Store(s.behind)
+		}
 		return s.walData(ctx, xld)
 	}
 	return nil
