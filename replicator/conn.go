@@ -69,18 +69,14 @@ func connect(ctx context.Context, connString string, tune ...func(*pgconn.Config
 	return conn, nil
 }
 
-// connectReplication opens a walsender connection for logical replication;
-// tune, when not nil, adjusts its config last.
-func connectReplication(ctx context.Context, connString string, tune ...func(*pgconn.Config)) (*pgconn.PgConn, error) {
+// connectReplication opens a walsender connection for logical replication.
+func connectReplication(ctx context.Context, connString string) (*pgconn.PgConn, error) {
 	cfg, err := pgconn.ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("parse PostgreSQL URL %s: %w", Redact(connString), redactErr(err, connString))
 	}
 	if err := setConnOptions(cfg); err != nil {
 		return nil, err
-	}
-	for _, t := range tune {
-		t(cfg)
 	}
 	cfg.RuntimeParams["replication"] = "database"
 	conn, err := pgconn.ConnectConfig(ctx, cfg)

@@ -325,8 +325,7 @@ func (r *Replicator) initialCopy(ctx context.Context, conn *pgx.Conn, rels []*re
 
 // stream follows the slot from start.
 func (r *Replicator) stream(ctx context.Context, rels []*relation, start, target pglogrepl.LSN) error {
-	var reads *coalescingConn
-	rconn, err := connectReplication(ctx, r.cfg.ConnString, coalesceReads(func(c *coalescingConn) { reads = c }))
+	rconn, err := connectReplication(ctx, r.cfg.ConnString)
 	if err != nil {
 		return err
 	}
@@ -346,7 +345,7 @@ func (r *Replicator) stream(ctx context.Context, rels []*relation, start, target
 	s := &stream{rep: r, conn: rconn, cfg: r.cfg, log: r.log, sink: r.sink, retryable: r.retryable,
 		batch: loader.NewBatcher(r.sink, r.cfg.Batch.MaxRows, r.cfg.Batch.MaxBytes, r.cfg.Batch.MaxAge),
 		byOID: map[uint32]*relation{}, skipped: map[uint32]bool{},
-		lastEnd: start, acked: start, target: target, reads: reads}
+		lastEnd: start, acked: start, target: target}
 	if streaming {
 		s.spills = newSpills(r.cfg.SpillDir)
 		defer s.spills.closeAll()

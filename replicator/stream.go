@@ -56,12 +56,9 @@ type stream struct {
 	// lastFlush is when the last flush that wrote rows ended (BatchConfig.Quiet).
 	lastFlush time.Time
 	// behind is set while the last message received lies lagBytes or more
-	// before the server's WAL end: a backlog, read in large batches (no
-	// quiet flush) and larger socket reads (see coalesce.go).
+	// before the server's WAL end: a backlog, written in large batches
+	// (no quiet flush).
 	behind bool
-	// reads is the replication connection's socket, told when the stream
-	// is behind.
-	reads *coalescingConn
 
 	spills *spills // streamed transactions in progress; nil without protocol 2 streaming
 
@@ -251,6 +248,10 @@ func (s *stream) idle(ctx context.Context) error {
 	return nil
 }
 
+// lagBytes is how far before the server's WAL end a message must lie for
+// the stream to take itself as behind.
+const lagBytes = 1 << 20
+
 // quietWait is how long the stream waits for more before it takes itself
 // as quiet (BatchConfig.Quiet): the messages of a transaction the server
 // is sending follow one another closer than that.
@@ -287,9 +288,6 @@ func (s *stream) copyData(ctx context.Context, data []byte) error {
 		}
 		s.serverAt = max(s.serverAt, xld.ServerWALEnd)
 		s.behind = s.serverAt > xld.WALStart+lagBytes
-		if s.reads != nil {
-			s.reads.behind.Store(s.behind)
-		}
 		return s.walData(ctx, xld)
 	}
 	return nil
