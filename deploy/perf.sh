@@ -29,7 +29,7 @@
 # Environment: RUNS (3); QUICK=1 (a smoke run: 50k/100k/100k rows, 10 s of
 # steady state, RUNS=1); BACKLOG_ROWS (500000, a multiple of 100);
 # LOAD_ROWS (1000000); BIGTXN_ROWS (1000000); STEADY_RATE (10000);
-# STEADY_SECS (60); KNEE_RATES ("5000 10000 20000 40000 60000 80000
+# CATCHUP_SHAPES ("one txn100 single"); STEADY_SECS (60); KNEE_RATES ("5000 10000 20000 40000 60000 80000
 # 120000"); KNEE_SECS (60); SECTIONS ("catchup load steady resync bigtxn
 # knee"); COPY_WORKERS
 # BATCH_AGE and BATCH_QUIET (ferry's defaults); PERF_LEG (the report's section:
@@ -141,7 +141,7 @@ log "logs: $LOGDIR"
 for section in $SECTIONS; do
 	case "$section" in
 	catchup)
-		for shape in one txn100 single; do
+		for shape in ${CATCHUP_SHAPES:-one txn100 single}; do
 			for run in $(seq 1 "$RUNS"); do catchup_run "$shape" "$BACKLOG_ROWS" "$run" "$shape"; done
 		done ;;
 	load) load_section ;;
