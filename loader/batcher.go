@@ -27,9 +27,9 @@ type Batcher struct {
 	// batch starts with room for as many (growing the slice row by row
 	// was 8 % of a catch-up's CPU).
 	sizes map[*schema.TableMap]int
-	rows    int
-	bytes   int
-	since   time.Time // when the oldest pending row arrived
+	rows  int
+	bytes int
+	since time.Time // when the oldest pending row arrived
 }
 
 // NewBatcher returns a Batcher writing to sink. Limits of zero or less mean
