@@ -161,9 +161,9 @@ func isUndefinedTable(err error) bool {
 const writersPoll = 100 * time.Millisecond
 
 // waitForWriters returns once every transaction that holds a write lock on
-// the table of ref, or on one of its partitions, has ended. tick, when not
-// nil, is called at each poll (a stream answers the server with it).
-func waitForWriters(ctx context.Context, conn *pgx.Conn, ref tableRef, log *zap.Logger, tick func() error) error {
+// the table of ref, or on one of its partitions, has ended. A stream that
+// waits for the copy answers the server meanwhile (copyKeepingAlive).
+func waitForWriters(ctx context.Context, conn *pgx.Conn, ref tableRef, log *zap.Logger) error {
 	const held = `FROM pg_locks WHERE locktype = 'relation' AND granted
 		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
 		AND mode IN ('RowExclusiveLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')
@@ -201,11 +201,6 @@ func waitForWriters(ctx context.Context, conn *pgx.Conn, ref tableRef, log *zap.
 			log.Warn("the copy of a table that joined the publication waits for the transactions that were writing to it then: "+
 				"PostgreSQL does not send what they wrote before it joined, so the copy must hold it",
 				zap.Stringer("table", ref), zap.Int32s("pids", pids), zap.Int("transactions", left))
-		}
-		if tick != nil {
-			if err := tick(); err != nil {
-				return err
-			}
 		}
 		select {
 		case <-ctx.Done():

@@ -144,7 +144,7 @@ func (r *Replicator) copyUnder(ctx context.Context, rel *relation, target *schem
 	}
 	defer conn.Close(context.Background())
 	if rel.joining {
-		if err := waitForWriters(ctx, conn, rel.ref, r.log, nil); err != nil {
+		if err := waitForWriters(ctx, conn, rel.ref, r.log); err != nil {
 			return err
 		}
 	}

@@ -20,11 +20,7 @@ func parseRowChange(data []byte) (msg pglogrepl.Message, ok bool) {
 		if len(data) < 9 || rest[0] != 'N' { // pglogrepl's bound: a table without columns is its to refuse
 			return nil, false
 		}
-		if len(rest) < 3 {
-			return nil, false
-		}
 		m := &pglogrepl.InsertMessage{RelationID: rel}
-		var ok bool
 		if m.Tuple, _, ok = decodeTuple(rest[1:]); !ok {
 			return nil, false
 		}
@@ -43,7 +39,6 @@ func parseRowChange(data []byte) (msg pglogrepl.Message, ok bool) {
 		if len(rest) < 3 || rest[0] != 'N' {
 			return nil, false
 		}
-		var ok bool
 		if m.NewTuple, _, ok = decodeTuple(rest[1:]); !ok {
 			return nil, false
 		}
@@ -54,7 +49,6 @@ func parseRowChange(data []byte) (msg pglogrepl.Message, ok bool) {
 			return nil, false
 		}
 		m := &pglogrepl.DeleteMessage{RelationID: rel, OldTupleType: rest[0]}
-		var ok bool
 		if m.OldTuple, _, ok = decodeTuple(rest[1:]); !ok {
 			return nil, false
 		}
