@@ -8,6 +8,7 @@ import (
 
 	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/loader/clickhouse"
+	"github.com/ferry-cdc/ferry/replicator"
 	"github.com/ferry-cdc/ferry/schema"
 )
 
@@ -25,7 +26,7 @@ type cutCopy struct {
 	first func(commit bool) error // ends the first send's INSERT
 }
 
-func (s *cutCopy) InsertStream(ctx context.Context, tm *schema.TableMap) (func([]loader.Row) error, func(bool) error, error) {
+func (s *cutCopy) InsertStream(ctx context.Context, tm *schema.TableMap) (func(*loader.Columns) error, func(bool) error, error) {
 	send, end, err := s.Sink.InsertStream(ctx, tm)
 	if err != nil {
 		return nil, nil, err
@@ -39,7 +40,7 @@ func (s *cutCopy) InsertStream(ctx context.Context, tm *schema.TableMap) (func([
 		once.Do(func() { endErr = end(commit) })
 		return endErr
 	}
-	return func(rows []loader.Row) error {
+	return func(rows *loader.Columns) error {
 		s.mu.Lock()
 		s.sends++
 		n := s.sends
@@ -87,3 +88,10 @@ func TestInterruptedCopyMissing(t *testing.T) {
 		t.Errorf("items: %d rows, want 200000", n)
 	}
 }
+
+var (
+	_ replicator.StreamInserter = (*clickhouse.Sink)(nil)
+	_ replicator.StreamInserter = (*cutCopy)(nil)
+	_ replicator.StreamInserter = (*cutResync)(nil)
+	_ replicator.StreamInserter = (*gatedCopy)(nil)
+)

@@ -26,7 +26,7 @@ type concurrentWriter interface {
 // streamInserter is a sink that takes a table's rows as one INSERT in
 // several sends, as clickhouse.Sink.InsertStream documents.
 type streamInserter interface {
-	InsertStream(ctx context.Context, tm *schema.TableMap) (send func(rows []loader.Row) error, end func(commit bool) error, err error)
+	InsertStream(ctx context.Context, tm *schema.TableMap) (send func(cols *loader.Columns) error, end func(commit bool) error, err error)
 }
 
 // copyJob is the copy of one table into target, rows getting Version
@@ -310,43 +310,43 @@ func (c *copier) work(ctx context.Context, conn *pgx.Conn, queue <-chan copyTask
 // table share batches, and with a streamInserter one INSERT, so splitting
 // a table adds no small INSERTs.
 type copyWorker struct {
-	c      *copier
-	conn   *pgx.Conn
-	job    *copyJob // the table being read
+	c     *copier
+	conn  *pgx.Conn
+	job   *copyJob        // the table being read
+	cols  *loader.Columns // the pending rows of colsOf, column by column
+	bytes int             // the pending rows' estimated size
+	// colsOf is the job cols was made for.
+	colsOf *copyJob
+	// ranges of job read to the end
+	ranges int
+	// For a sink without streams: the pending rows as a batch, their
+	// values from a reused slab.
 	batch  loader.Batch
-	bytes  int // the pending rows' estimated size
-	ranges int // ranges of job read to the end
 	values valueSlab
 	// The open INSERT of job's rows, with a streamInserter.
-	send func(rows []loader.Row) error
+	send func(cols *loader.Columns) error
 	end  func(commit bool) error
 }
 
 // copyRange reads one range of a table into the worker's batches.
 func (w *copyWorker) copyRange(ctx context.Context, t copyTask) error {
 	j := t.job
-	ncols := len(j.rel.tm.Columns)
 	maxRows, maxBytes := w.c.maxRows, w.c.maxBytes
+	if w.colsOf != j {
+		w.cols, w.colsOf = j.columns(), j
+	}
+	cols := w.cols
 	reader := &copyReader{row: func(fields [][]byte) error {
-		vals := w.values.next(ncols)
-		size, err := j.rel.copyValues(vals, fields, j.src.from)
+		size, err := j.rel.copyColumns(cols, fields, j.src.from)
 		if err != nil {
 			return err
 		}
-		row := loader.Row{Values: vals, Version: j.version}
-		if err := j.rel.setRowKey(&row); err != nil {
-			return err
-		}
-		w.batch.Rows = append(w.batch.Rows, row)
 		w.bytes += size
-		if len(w.batch.Rows) >= maxRows || w.bytes >= maxBytes {
+		if cols.Len() >= maxRows || w.bytes >= maxBytes {
 			return w.flush(ctx)
 		}
 		return nil
 	}}
-	if w.batch.Rows == nil {
-		w.batch.Rows = make([]loader.Row, 0, min(maxRows, 1<<16))
-	}
 	sql := copySQL(j.src.table, j.src.read, t.rng, j.src.where)
 	if _, err := w.conn.PgConn().CopyTo(ctx, reader, sql); err != nil {
 		return fmt.Errorf("initial copy of %s: %w", j.rel.ref, err)
@@ -358,36 +358,47 @@ func (w *copyWorker) copyRange(ctx context.Context, t copyTask) error {
 	return nil
 }
 
+// columns makes empty Columns for the job's rows: converted by the
+// relation's mapping, bound for the target.
+func (j *copyJob) columns() *loader.Columns {
+	c := &loader.Columns{Table: j.target, Version: j.version, Cols: make([]schema.ColumnBuilder, len(j.rel.tm.Columns))}
+	for i, cm := range j.rel.tm.Columns {
+		c.Cols[i] = cm.NewBuilder()
+	}
+	return c
+}
+
 // flush hands the pending rows, if any, to the sink.
 func (w *copyWorker) flush(ctx context.Context) error {
 	j := w.job
-	rows := w.batch.Rows
-	if j == nil || len(rows) == 0 {
+	if j == nil || w.cols == nil || w.cols.Len() == 0 {
 		return nil
 	}
+	n := uint64(w.cols.Len())
 	// Seq tells apart the rows of an append-only table, which share
 	// Version: each batch takes the next numbers of its table.
-	base := j.seq.Add(uint64(len(rows))) - uint64(len(rows))
-	for i := range rows {
-		rows[i].Seq = base + uint64(i) + 1
-	}
-	if err := w.hand(ctx, j, rows); err != nil {
+	w.cols.FirstSeq = j.seq.Add(n) - n + 1
+	if err := w.hand(ctx, j, w.cols); err != nil {
 		return fmt.Errorf("initial copy of %s: %w", j.rel.ref, err)
 	}
-	w.c.progress(j, uint64(len(rows)))
-	// The sink keeps nothing of the rows once it returns: they and their
-	// values are reused.
-	w.batch.Rows = rows[:0]
+	w.c.progress(j, n)
+	// The sink keeps nothing of the rows once it returns: their memory is
+	// reused.
+	w.cols.Reset()
 	w.bytes = 0
-	w.values.reset()
 	return nil
 }
 
-// hand sends rows into the open INSERT stream, opening it first, or
+// hand sends the rows into the open INSERT stream, opening it first, or
 // writes them as a batch of their own.
-func (w *copyWorker) hand(ctx context.Context, j *copyJob, rows []loader.Row) error {
+func (w *copyWorker) hand(ctx context.Context, j *copyJob, cols *loader.Columns) error {
 	if w.c.streams == nil {
 		w.batch.Table = j.target
+		w.batch.Rows = w.batch.Rows[:0]
+		for i := range cols.Len() {
+			w.batch.Rows = append(w.batch.Rows, cols.RowInto(i, w.values.next(len(cols.Cols))))
+		}
+		defer w.values.reset()
 		return w.c.write(ctx, &w.batch)
 	}
 	if w.send == nil {
@@ -397,7 +408,7 @@ func (w *copyWorker) hand(ctx context.Context, j *copyJob, rows []loader.Row) er
 		}
 		w.send, w.end = send, end
 	}
-	return w.send(rows)
+	return w.send(cols)
 }
 
 // finish stores the rest of the job's rows and accounts for its ranges.

@@ -56,27 +56,32 @@ func (c *copyReader) Close() error {
 func (c *copyReader) line(l []byte) error {
 	c.fields = c.fields[:0]
 	c.scratch = c.scratch[:0]
-	// Offsets into scratch are recorded first and sliced afterwards, because
-	// appending to scratch may move it.
-	type span struct{ start, end int }
-	var spans [64]span
+	// A field without escapes is a slice of l; an escaped one is unescaped
+	// into scratch, whose offsets are recorded first and sliced afterwards,
+	// because appending to scratch may move it.
+	type span struct{ field, start, end int }
+	var spans [16]span
 	sp := spans[:0]
 	for {
 		i := bytes.IndexByte(l, '\t')
 		f := l
 		if i >= 0 {
-			f = l[:i]
+			f = l[:i:i]
 		}
-		if len(f) == 2 && f[0] == '\\' && f[1] == 'N' {
-			sp = append(sp, span{-1, -1})
-		} else {
+		switch {
+		case len(f) == 2 && f[0] == '\\' && f[1] == 'N':
+			c.fields = append(c.fields, nil)
+		case bytes.IndexByte(f, '\\') < 0:
+			c.fields = append(c.fields, f) // not nil, even when empty: l is not
+		default:
 			start := len(c.scratch)
 			var err error
 			c.scratch, err = unescapeCopy(c.scratch, f)
 			if err != nil {
 				return err
 			}
-			sp = append(sp, span{start, len(c.scratch)})
+			sp = append(sp, span{len(c.fields), start, len(c.scratch)})
+			c.fields = append(c.fields, nil)
 		}
 		if i < 0 {
 			break
@@ -84,11 +89,7 @@ func (c *copyReader) line(l []byte) error {
 		l = l[i+1:]
 	}
 	for _, s := range sp {
-		if s.start < 0 {
-			c.fields = append(c.fields, nil)
-		} else {
-			c.fields = append(c.fields, c.scratch[s.start:s.end:s.end])
-		}
+		c.fields[s.field] = c.scratch[s.start:s.end:s.end]
 	}
 	return c.row(c.fields)
 }

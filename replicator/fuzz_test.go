@@ -1,6 +1,7 @@
 package replicator
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/jackc/pglogrepl"
@@ -10,16 +11,26 @@ import (
 
 // FuzzCopyReader feeds arbitrary bytes, in two writes, to the COPY text
 // parser: it may reject them, never panic, and every row it accepts has
-// the fields of its line.
+// the fields of its line: split at tabs, \N a NULL (nil), each other field
+// unescaped and never nil.
 func FuzzCopyReader(f *testing.F) {
 	f.Add([]byte("1\ta\\tb\t\\N\n"), 3)
 	f.Add([]byte("\\x41\\101\\\n\n"), 1)
 	f.Add([]byte("\\"), 0)
+	f.Add([]byte("\t\t\n\\N\n\\Nx\tab\\\\c\n"), 5)
 	f.Fuzz(func(t *testing.T, data []byte, cut int) {
+		var got [][][]byte
 		c := &copyReader{row: func(fields [][]byte) error {
 			if len(fields) == 0 {
 				t.Fatal("a row without fields")
 			}
+			row := make([][]byte, len(fields))
+			for i, f := range fields {
+				if f != nil {
+					row[i] = append([]byte{}, f...)
+				}
+			}
+			got = append(got, row)
 			return nil
 		}}
 		if cut < 0 || cut > len(data) {
@@ -32,6 +43,32 @@ func FuzzCopyReader(f *testing.F) {
 			return
 		}
 		_ = c.Close()
+		lines := bytes.Split(data, []byte("\n"))
+		lines = lines[:len(lines)-1] // what follows the last newline is no row
+		if len(got) != len(lines) {
+			t.Fatalf("%d rows from %d lines", len(got), len(lines))
+		}
+		for i, l := range lines {
+			fields := bytes.Split(l, []byte("\t"))
+			if len(got[i]) != len(fields) {
+				t.Fatalf("line %d: %d fields, want %d", i, len(got[i]), len(fields))
+			}
+			for k, f := range fields {
+				if string(f) == `\N` {
+					if got[i][k] != nil {
+						t.Fatalf("line %d field %d: %q, want NULL", i, k, got[i][k])
+					}
+					continue
+				}
+				want, err := unescapeCopy(nil, f)
+				if err != nil {
+					t.Fatalf("line %d field %d: the reader took %q, which does not unescape: %v", i, k, f, err)
+				}
+				if got[i][k] == nil || !bytes.Equal(got[i][k], want) {
+					t.Fatalf("line %d field %d: %q, want %q", i, k, got[i][k], want)
+				}
+			}
+		}
 	})
 }
 

@@ -28,13 +28,13 @@ type cutResync struct {
 	cut bool
 }
 
-func (s *cutResync) InsertStream(ctx context.Context, tm *schema.TableMap) (func([]loader.Row) error, func(bool) error, error) {
+func (s *cutResync) InsertStream(ctx context.Context, tm *schema.TableMap) (func(*loader.Columns) error, func(bool) error, error) {
 	send, end, err := s.Sink.InsertStream(ctx, tm)
 	if err != nil || s.cut || !strings.Contains(tm.Name, "__ferry_rebuild_") {
 		return send, end, err
 	}
 	s.cut = true
-	return func(rows []loader.Row) error {
+	return func(rows *loader.Columns) error {
 		if err := send(rows); err != nil {
 			return err
 		}
@@ -115,14 +115,14 @@ type gatedCopy struct {
 	ended            atomic.Bool
 }
 
-func (s *gatedCopy) InsertStream(ctx context.Context, tm *schema.TableMap) (func([]loader.Row) error, func(bool) error, error) {
+func (s *gatedCopy) InsertStream(ctx context.Context, tm *schema.TableMap) (func(*loader.Columns) error, func(bool) error, error) {
 	send, end, err := s.Sink.InsertStream(ctx, tm)
 	if err != nil || s.gated || (s.table == "" && !strings.Contains(tm.Name, "__ferry_rebuild_")) || (s.table != "" && tm.Name != s.table) {
 		return send, end, err
 	}
 	s.gated = true
 	first := true
-	return func(rows []loader.Row) error {
+	return func(rows *loader.Columns) error {
 			if first {
 				first = false
 				close(s.copying)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
+	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/schema"
 )
 
@@ -285,6 +286,39 @@ func (rel *relation) copyValues(vals []any, fields [][]byte, from []int) (int, e
 		}
 		vals[i] = v
 		size += len(f)
+	}
+	return size, nil
+}
+
+// copyColumns converts one COPY row into cols, as copyValues does, and
+// returns the row's estimated size. A FullRow table's row gets its key.
+func (rel *relation) copyColumns(cols *loader.Columns, fields [][]byte, from []int) (int, error) {
+	size := 16 * len(cols.Cols)
+	n := cols.Len()
+	for i, b := range cols.Cols {
+		j := from[i]
+		if j < 0 {
+			b.AppendZero()
+			continue
+		}
+		if j >= len(fields) {
+			cols.Truncate(n)
+			return 0, fmt.Errorf("copy of %s: got %d fields, want at least %d", rel.ref, len(fields), j+1)
+		}
+		f := fields[j]
+		if err := b.Append(f, f == nil); err != nil {
+			cols.Truncate(n)
+			return 0, fmt.Errorf("copy of %s, row %s: %w", rel.ref, rel.copyKey(fields, from), err)
+		}
+		size += len(f)
+	}
+	if rel.tm.Source.FullRow {
+		row := cols.Row(n)
+		if err := rel.setRowKey(&row); err != nil {
+			cols.Truncate(n)
+			return 0, err
+		}
+		cols.RowKeys = append(cols.RowKeys, row.RowKey)
 	}
 	return size, nil
 }

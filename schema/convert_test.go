@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,59 @@ func runConvertCases(t *testing.T, caps Capabilities, tests []convertCase) {
 			}
 			got, err := m.Columns[0].Convert([]byte(tt.text), tt.null)
 			checkConverted(t, got, err, tt.want, tt.wantErr)
+			checkBuilder(t, tt.col, caps, tt.text, tt.null)
+			if !tt.col.NotNull {
+				c := tt.col
+				c.NotNull = true
+				checkBuilder(t, c, caps, tt.text, tt.null)
+			}
 		})
+	}
+}
+
+// checkBuilder checks that a ColumnBuilder of col converts text as Convert
+// does: the same value of the same Go type, or the same error; a builder
+// of a NOT NULL scalar column of ferry's own mapping is typed.
+func checkBuilder(t *testing.T, col Column, caps Capabilities, text string, null bool) {
+	t.Helper()
+	m, err := Map(Table{Schema: "public", Name: "t", Columns: []Column{col}, AppendOnly: true}, caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := m.Columns[0]
+	want, wantErr := cm.Convert([]byte(text), null)
+	b := cm.NewBuilder()
+	b.AppendZero()
+	err = b.Append([]byte(text), null)
+	if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+		t.Fatalf("builder (NOT NULL %v): err = %v, Convert's = %v", col.NotNull, err, wantErr)
+	}
+	typed, isTyped := b.Typed()
+	if wantTyped := cm.typed != nil && !cm.Nullable; isTyped != wantTyped {
+		t.Fatalf("builder of %s (NOT NULL %v): typed %v, want %v", cm.Type, col.NotNull, isTyped, wantTyped)
+	}
+	if isTyped && reflect.ValueOf(typed).Len() != b.Len() {
+		t.Fatalf("typed slice holds %d values, builder %d", reflect.ValueOf(typed).Len(), b.Len())
+	}
+	if z := b.Value(0); fmt.Sprintf("%T", z) != fmt.Sprintf("%T", cm.Zero()) || !reflect.DeepEqual(z, cm.Zero()) {
+		t.Fatalf("builder's zero %T %#v, Zero() %T %#v", z, z, cm.Zero(), cm.Zero())
+	}
+	if wantErr != nil {
+		if b.Len() != 1 {
+			t.Fatalf("builder kept a value it refused: %d values", b.Len())
+		}
+		return
+	}
+	got := b.Value(1)
+	if fmt.Sprintf("%T", got) != fmt.Sprintf("%T", want) || Canonical(got) != Canonical(want) {
+		t.Fatalf("builder (NOT NULL %v): %T %s, Convert: %T %s", col.NotNull, got, Canonical(got), want, Canonical(want))
+	}
+	if tg, ok := got.(time.Time); ok && tg.Location() != want.(time.Time).Location() {
+		t.Fatalf("builder's time in %v, Convert's in %v", tg.Location(), want.(time.Time).Location())
+	}
+	b.Reset()
+	if b.Len() != 0 {
+		t.Fatalf("Reset left %d values", b.Len())
 	}
 }
 

@@ -54,16 +54,25 @@ type kind struct {
 	// (their delimiter is not a comma, or not known): an array of them is
 	// String holding PostgreSQL's array text.
 	wholeArray bool
+	// typed makes a typed ColumnBuilder of a scalar whose ClickHouse type
+	// is typedCH (not one changed after newKind, as an enum's).
+	typed   func(ColumnMap) ColumnBuilder
+	typedCH string
 }
 
 // newKind builds a kind from a typed parser, so that scalars and arrays of
 // the type convert alike.
 func newKind[T any](chType string, p parser[T], zero T) kind {
-	return kind{chType: chType, scalar: scalarConv(p), array: arrayConv(p), zero: zero, emptyArray: []*T{}}
+	return kind{chType: chType, scalar: scalarConv(p), array: arrayConv(p), zero: zero, emptyArray: []*T{},
+		typed: newTyped(p), typedCH: chType}
 }
 
 // stringKind is a String column holding PostgreSQL's text form.
-func stringKind() kind { return newKind("String", parseString, "") }
+func stringKind() kind {
+	k := newKind("String", parseString, "")
+	k.typed = newStringBuilder
+	return k
+}
 
 // Map maps table t onto a ClickHouse server with capabilities caps. It fails
 // when the table has no columns, or has no key column and is not
@@ -111,6 +120,9 @@ func mapColumn(t Table, col Column, caps Capabilities) ColumnMap {
 		}
 	}
 	cm.Type, cm.conv, cm.zero = k.chType, k.scalar, k.zero
+	if k.typed != nil && k.chType == k.typedCH {
+		cm.typed = k.typed
+	}
 	if !notNull {
 		cm.Type, cm.Nullable, cm.zero = nullable(cm.Type), true, nil
 	}

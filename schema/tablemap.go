@@ -42,10 +42,11 @@ type ColumnMap struct {
 	// the column goes as String in PostgreSQL's text form (warn once).
 	Fallback bool
 	conv     converter
-	zero     any    // what Zero returns
-	key      bool   // part of the table's key
-	nullZero bool   // a NULL becomes zero (Table.NullAsDefault)
-	fix      string // the --text-columns option that makes any value fit
+	typed    func(ColumnMap) ColumnBuilder // a typed builder of a scalar, else nil
+	zero     any                           // what Zero returns
+	key      bool                          // part of the table's key
+	nullZero bool                          // a NULL becomes zero (Table.NullAsDefault)
+	fix      string                        // the --text-columns option that makes any value fit
 }
 
 // converter turns PostgreSQL's text output of one value into the Go value

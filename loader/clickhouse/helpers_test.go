@@ -205,3 +205,26 @@ func short(rows []string) []string {
 	}
 	return out
 }
+
+// columnsOf converts cells (as conv takes them: text, or nil for NULL) into
+// Columns of one row, as the initial copy does, with row's Version, Seq
+// and RowKey.
+func columnsOf(t testing.TB, tm *schema.TableMap, row loader.Row, cells []any) *loader.Columns {
+	t.Helper()
+	c := &loader.Columns{Table: tm, Version: row.Version, FirstSeq: row.Seq}
+	if tm.Source.FullRow {
+		c.RowKeys = []string{row.RowKey}
+	}
+	for i, cm := range tm.Columns {
+		b := cm.NewBuilder()
+		text, isText := cells[i].(string)
+		if !isText && cells[i] != nil {
+			t.Fatalf("columnsOf: cell %d is %T, want text or nil", i, cells[i])
+		}
+		if err := b.Append([]byte(text), !isText); err != nil {
+			t.Fatal(err)
+		}
+		c.Cols = append(c.Cols, b)
+	}
+	return c
+}

@@ -56,6 +56,32 @@ func hasRawTime(tm *schema.TableMap) bool {
 	return false
 }
 
+// beyondDriverColumns is beyondDriver for rows held column by column.
+func beyondDriverColumns(tm *schema.TableMap, cols *loader.Columns) bool {
+	for j, c := range tm.Columns {
+		if !isRawTime(c) {
+			continue
+		}
+		b := cols.Cols[j]
+		if vals, ok := b.Typed(); ok {
+			if ts, ok := vals.([]time.Time); ok {
+				for _, t := range ts {
+					if t.UnixMicro() > maxDriverMicros {
+						return true
+					}
+				}
+				continue
+			}
+		}
+		for i := range b.Len() {
+			if beyondDriverValue(b.Value(i)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // beyondDriver reports whether a row of rows holds a DateTime64 value that
 // the driver would wrap.
 func beyondDriver(tm *schema.TableMap, rows []loader.Row) bool {
@@ -64,17 +90,24 @@ func beyondDriver(tm *schema.TableMap, rows []loader.Row) bool {
 			continue
 		}
 		for i := range rows {
-			switch v := rows[i].Values[j].(type) {
-			case time.Time:
-				if v.UnixMicro() > maxDriverMicros {
-					return true
-				}
-			case []*time.Time:
-				for _, t := range v {
-					if t != nil && t.UnixMicro() > maxDriverMicros {
-						return true
-					}
-				}
+			if beyondDriverValue(rows[i].Values[j]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// beyondDriverValue reports whether v, a value of a DateTime64 column, is
+// or holds a time the driver would wrap.
+func beyondDriverValue(v any) bool {
+	switch v := v.(type) {
+	case time.Time:
+		return v.UnixMicro() > maxDriverMicros
+	case []*time.Time:
+		for _, t := range v {
+			if t != nil && t.UnixMicro() > maxDriverMicros {
+				return true
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
 	"go.uber.org/zap"
@@ -190,6 +191,71 @@ func appendRows(batch driver.Batch, tm *schema.TableMap, rows []loader.Row) erro
 	return nil
 }
 
+// appendColumns fills the batch with cols: a typed column whose server
+// type is the mapping's goes to the driver whole, the others value by
+// value as appendRows does; then the copy's version, deleted flag and
+// sequence number or row key.
+func appendColumns(batch driver.Batch, tm *schema.TableMap, cols *loader.Columns) error {
+	server := batch.Columns()
+	n := cols.Len()
+	for j, b := range cols.Cols {
+		col := batch.Column(j)
+		if vals, ok := wholeColumn(server[j], tm.Columns[j], b); ok {
+			if err := col.Append(vals); err != nil {
+				return fmt.Errorf("column %q (%s), rows with keys %s to %s: %w", tm.Columns[j].Name, tm.Columns[j].Type,
+					rowKey(tm, cols.Row(0), 0), rowKey(tm, cols.Row(n-1), n-1), err)
+			}
+			continue
+		}
+		for i := range n {
+			if err := col.AppendRow(b.Value(i)); err != nil {
+				return fmt.Errorf("column %q (%s), row with key %s: %w",
+					tm.Columns[j].Name, tm.Columns[j].Type, rowKey(tm, cols.Row(i), i), err)
+			}
+		}
+	}
+	k := len(tm.Columns)
+	versions := make([]uint64, n)
+	for i := range versions {
+		versions[i] = cols.Version
+	}
+	if err := batch.Column(k).Append(versions); err != nil {
+		return fmt.Errorf("column %s: %w", schema.VersionColumn, err)
+	}
+	if err := batch.Column(k + 1).Append(make([]uint8, n)); err != nil {
+		return fmt.Errorf("column %s: %w", schema.DeletedColumn, err)
+	}
+	switch {
+	case tm.Source.AppendOnly:
+		seq := make([]uint64, n)
+		for i := range seq {
+			seq[i] = cols.FirstSeq + uint64(i)
+		}
+		if err := batch.Column(k + 2).Append(seq); err != nil {
+			return fmt.Errorf("column %s: %w", schema.SeqColumn, err)
+		}
+	case tm.Source.FullRow:
+		if len(cols.RowKeys) != n {
+			return fmt.Errorf("column %s: %d row keys for %d rows", schema.RowKeyColumn, len(cols.RowKeys), n)
+		}
+		if err := batch.Column(k + 2).Append(cols.RowKeys); err != nil {
+			return fmt.Errorf("column %s: %w", schema.RowKeyColumn, err)
+		}
+	}
+	return nil
+}
+
+// wholeColumn returns the typed values of b when the driver takes them
+// whole into the server's column: the column is of the mapping's type, not
+// one the driver would convert them to.
+func wholeColumn(server column.Interface, cm schema.ColumnMap, b schema.ColumnBuilder) (any, bool) {
+	vals, ok := b.Typed()
+	if !ok || string(server.Type()) != cm.Type {
+		return nil, false
+	}
+	return vals, true
+}
+
 // maxKeyInError bounds how much of a key value an error message quotes.
 const maxKeyInError = 100
 
@@ -241,38 +307,46 @@ func boolUint8(b bool) uint8 {
 // the table and starts again after a failure. Rows must not hold
 // Unchanged values. send and end are called from one goroutine;
 // several streams may run at once.
-func (s *Sink) InsertStream(ctx context.Context, tm *schema.TableMap) (send func(rows []loader.Row) error, end func(commit bool) error, err error) {
+func (s *Sink) InsertStream(ctx context.Context, tm *schema.TableMap) (send func(cols *loader.Columns) error, end func(commit bool) error, err error) {
 	name := s.table(tm.Name)
 	batch, err := s.prepareInsert(ctx, tm)
 	if err != nil {
 		return nil, nil, err
 	}
 	var total int
-	send = func(rows []loader.Row) error {
-		for i := range rows {
-			if n := len(rows[i].Values); n != len(tm.Columns) {
-				return reject(fmt.Errorf("clickhouse: insert into %s: row %d has %d values for %d columns", name, i, n, len(tm.Columns)))
+	send = func(cols *loader.Columns) error {
+		n := cols.Len()
+		if n == 0 {
+			return nil
+		}
+		if len(cols.Cols) != len(tm.Columns) {
+			return reject(fmt.Errorf("clickhouse: insert into %s: %d columns of values for %d columns", name, len(cols.Cols), len(tm.Columns)))
+		}
+		for j, b := range cols.Cols {
+			if b.Len() != n {
+				return reject(fmt.Errorf("clickhouse: insert into %s: column %q has %d values, column %q %d",
+					name, tm.Columns[j].Name, b.Len(), tm.Columns[0].Name, n))
 			}
 		}
 		if total == 0 { // the server's column types stay for the whole INSERT
-			if err := checkInsertTypes(name, tm, batch.Columns(), rows); err != nil {
+			if err := checkInsertTypes(name, tm, batch.Columns(), []loader.Row{cols.Row(0)}); err != nil {
 				return err
 			}
 		}
-		if beyondDriver(tm, rows) { // stored now, apart from the stream's INSERT
-			if err := s.insertExternal(ctx, tm, batch.Columns(), rows); err != nil {
+		if beyondDriverColumns(tm, cols) { // stored now, apart from the stream's INSERT
+			if err := s.insertExternal(ctx, tm, batch.Columns(), cols.Rows(nil)); err != nil {
 				return err
 			}
-			total += len(rows)
+			total += n
 			return nil
 		}
-		if err := appendRows(batch, tm, rows); err != nil {
+		if err := appendColumns(batch, tm, cols); err != nil {
 			return reject(fmt.Errorf("clickhouse: insert into %s: %w", name, err))
 		}
 		if err := batch.Flush(); err != nil {
 			return s.red.wrap(classify(err), "clickhouse: insert into %s (after %d rows)", name, total)
 		}
-		total += len(rows)
+		total += n
 		return nil
 	}
 	end = func(commit bool) error {

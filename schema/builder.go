@@ -1,0 +1,168 @@
+package schema
+
+import "unsafe"
+
+// ColumnBuilder collects one column's values for a block of rows, converted
+// from PostgreSQL's text form exactly as ColumnMap.Convert converts them,
+// with the same errors. A typed builder keeps them in a slice of their Go
+// type ([]int64, []string, []time.Time, ...), which a driver takes whole
+// instead of value by value, with no boxing; the others keep []any.
+type ColumnBuilder interface {
+	// Append converts one value (null true for SQL NULL) and adds it.
+	Append(text []byte, null bool) error
+	// AppendZero adds the column's Zero value.
+	AppendZero()
+	// Len is the number of values added since the last Reset.
+	Len() int
+	// Value is the i-th value as Convert returns it.
+	Value(i int) any
+	// Typed returns the values as a slice of their Go type and true, or nil
+	// and false for a builder that keeps []any. The slice is the builder's:
+	// it is valid until the next Append or Reset.
+	Typed() (any, bool)
+	// Truncate keeps the first n values.
+	Truncate(n int)
+	// Reset empties the builder, keeping its memory.
+	Reset()
+}
+
+// NewBuilder returns a builder for the column's values. It is typed for a
+// column that is not Nullable and whose type is the one ferry maps its
+// PostgreSQL type to (not an enum's LowCardinality, say); a typed
+// builder's slice is of the Go type Convert returns.
+func (c ColumnMap) NewBuilder() ColumnBuilder {
+	if c.typed != nil && !c.Nullable {
+		return c.typed(c)
+	}
+	return &anyBuilder{col: c}
+}
+
+// typedBuilder holds the values of one scalar type T.
+type typedBuilder[T any] struct {
+	col   ColumnMap
+	parse parser[T]
+	zero  T
+	vals  []T
+}
+
+// newTyped makes the builder factory of a kind of parser p.
+func newTyped[T any](p parser[T]) func(ColumnMap) ColumnBuilder {
+	return func(c ColumnMap) ColumnBuilder {
+		b := &typedBuilder[T]{col: c, parse: p}
+		if z, ok := c.zero.(T); ok {
+			b.zero = z
+		}
+		return b
+	}
+}
+
+func (b *typedBuilder[T]) Append(text []byte, null bool) error {
+	if null {
+		// Never Nullable (NewBuilder): a NULL is the zero of a
+		// NullAsDefault column, or an error.
+		if !b.col.nullZero {
+			return b.col.nullError()
+		}
+		b.vals = append(b.vals, b.zero)
+		return nil
+	}
+	v, err := b.parse(text)
+	if err != nil {
+		return b.col.wrap(err)
+	}
+	b.vals = append(b.vals, v)
+	return nil
+}
+
+func (b *typedBuilder[T]) AppendZero()        { b.vals = append(b.vals, b.zero) }
+func (b *typedBuilder[T]) Len() int           { return len(b.vals) }
+func (b *typedBuilder[T]) Value(i int) any    { return b.vals[i] }
+func (b *typedBuilder[T]) Typed() (any, bool) { return b.vals, true }
+func (b *typedBuilder[T]) Truncate(n int)     { clear(b.vals[n:]); b.vals = b.vals[:n] }
+func (b *typedBuilder[T]) Reset()             { b.Truncate(0) }
+
+// anyBuilder holds values as Convert returns them.
+type anyBuilder struct {
+	col  ColumnMap
+	vals []any
+}
+
+func (b *anyBuilder) Append(text []byte, null bool) error {
+	v, err := b.col.Convert(text, null)
+	if err != nil {
+		return err
+	}
+	b.vals = append(b.vals, v)
+	return nil
+}
+
+func (b *anyBuilder) AppendZero()        { b.vals = append(b.vals, b.col.Zero()) }
+func (b *anyBuilder) Len() int           { return len(b.vals) }
+func (b *anyBuilder) Value(i int) any    { return b.vals[i] }
+func (b *anyBuilder) Typed() (any, bool) { return nil, false }
+func (b *anyBuilder) Truncate(n int)     { clear(b.vals[n:]); b.vals = b.vals[:n] }
+func (b *anyBuilder) Reset()             { b.Truncate(0) }
+
+// stringBuilder holds the values of a String column of PostgreSQL's text
+// form in one buffer instead of a string each. Typed hands out strings
+// that share the buffer's memory (unsafe.String) rather than copies: the
+// buffer is not written while they are valid (until the next Append,
+// AppendZero, Truncate or Reset), and the driver copies them into its
+// column at once. Value returns a copy, which stays valid.
+type stringBuilder struct {
+	col   ColumnMap
+	buf   []byte
+	ends  []int    // value i is buf[ends[i-1]:ends[i]]
+	views []string // Typed's values, when made since the last change
+	fresh bool     // views is up to date
+}
+
+func newStringBuilder(c ColumnMap) ColumnBuilder { return &stringBuilder{col: c} }
+
+func (b *stringBuilder) Append(text []byte, null bool) error {
+	if null && !b.col.nullZero {
+		return b.col.nullError()
+	}
+	b.buf = append(b.buf, text...) // a NULL of a NullAsDefault column is ""
+	b.ends = append(b.ends, len(b.buf))
+	b.fresh = false
+	return nil
+}
+
+func (b *stringBuilder) AppendZero() {
+	b.ends = append(b.ends, len(b.buf))
+	b.fresh = false
+}
+
+func (b *stringBuilder) Len() int { return len(b.ends) }
+
+func (b *stringBuilder) start(i int) int {
+	if i == 0 {
+		return 0
+	}
+	return b.ends[i-1]
+}
+
+func (b *stringBuilder) Value(i int) any { return string(b.buf[b.start(i):b.ends[i]]) }
+
+func (b *stringBuilder) Typed() (any, bool) {
+	if !b.fresh {
+		all := unsafe.String(unsafe.SliceData(b.buf), len(b.buf))
+		b.views = b.views[:0]
+		for i, end := range b.ends {
+			b.views = append(b.views, all[b.start(i):end])
+		}
+		b.fresh = true
+	}
+	return b.views, true
+}
+
+func (b *stringBuilder) Truncate(n int) {
+	b.buf = b.buf[:b.start(n)]
+	b.ends = b.ends[:n]
+	clear(b.views)
+	b.views = b.views[:0]
+	b.fresh = false
+}
+
+func (b *stringBuilder) Reset() { b.Truncate(0) }
