@@ -16,9 +16,10 @@ type ColumnBuilder interface {
 	Len() int
 	// Value is the i-th value as Convert returns it.
 	Value(i int) any
-	// Typed returns the values as a slice of their Go type and true, or nil
-	// and false for a builder that keeps []any. The slice is the builder's:
-	// it is valid until the next Append or Reset.
+	// Typed returns the values as a slice of their Go type ([]*T, nil for
+	// NULL, for a Nullable column) and true, or nil and false for a builder
+	// that keeps []any. The slice is the builder's: it is valid until the
+	// next Append, AppendZero, Truncate or Reset.
 	Typed() (any, bool)
 	// Truncate keeps the first n values.
 	Truncate(n int)
@@ -27,11 +28,11 @@ type ColumnBuilder interface {
 }
 
 // NewBuilder returns a builder for the column's values. It is typed for a
-// column that is not Nullable and whose type is the one ferry maps its
-// PostgreSQL type to (not an enum's LowCardinality, say); a typed
-// builder's slice is of the Go type Convert returns.
+// scalar column whose type is the one ferry maps its PostgreSQL type to,
+// Nullable or not (not an enum's LowCardinality, say); a typed builder's
+// values are of the Go type Convert returns.
 func (c ColumnMap) NewBuilder() ColumnBuilder {
-	if c.typed != nil && !c.Nullable {
+	if c.typed != nil {
 		return c.typed(c)
 	}
 	return &anyBuilder{col: c}
@@ -43,6 +44,8 @@ type typedBuilder[T any] struct {
 	parse parser[T]
 	zero  T
 	vals  []T
+	nulls nullMap
+	ptrs  []*T // Typed's values of a Nullable column
 }
 
 // newTyped makes the builder factory of a kind of parser p.
@@ -58,18 +61,20 @@ func newTyped[T any](p parser[T]) func(ColumnMap) ColumnBuilder {
 
 func (b *typedBuilder[T]) Append(text []byte, null bool) error {
 	if null {
-		// Never Nullable (NewBuilder): a NULL is the zero of a
-		// NullAsDefault column, or an error.
-		if !b.col.nullZero {
+		switch {
+		case b.col.Nullable:
+			b.nulls.add(b.col, true)
+		case !b.col.nullZero:
 			return b.col.nullError()
 		}
-		b.vals = append(b.vals, b.zero)
+		b.vals = append(room(b.vals, 1), b.zero) // a NullAsDefault column's zero, or NULL's place
 		return nil
 	}
 	v, err := b.parse(text)
 	if err != nil {
 		return b.col.wrap(err)
 	}
+	b.nulls.add(b.col, false)
 	b.vals = append(room(b.vals, 1), v)
 	return nil
 }
@@ -86,12 +91,64 @@ func room[T any](s []T, n int) []T {
 	return grown
 }
 
-func (b *typedBuilder[T]) AppendZero()        { b.vals = append(b.vals, b.zero) }
-func (b *typedBuilder[T]) Len() int           { return len(b.vals) }
-func (b *typedBuilder[T]) Value(i int) any    { return b.vals[i] }
-func (b *typedBuilder[T]) Typed() (any, bool) { return b.vals, true }
-func (b *typedBuilder[T]) Truncate(n int)     { clear(b.vals[n:]); b.vals = b.vals[:n] }
-func (b *typedBuilder[T]) Reset()             { b.Truncate(0) }
+// AppendZero adds Zero: NULL for a Nullable column.
+func (b *typedBuilder[T]) AppendZero() {
+	b.nulls.add(b.col, b.col.Nullable)
+	b.vals = append(room(b.vals, 1), b.zero)
+}
+
+func (b *typedBuilder[T]) Len() int { return len(b.vals) }
+
+func (b *typedBuilder[T]) Value(i int) any {
+	if b.nulls.null(i) {
+		return nil
+	}
+	return b.vals[i]
+}
+
+func (b *typedBuilder[T]) Typed() (any, bool) {
+	if !b.col.Nullable {
+		return b.vals, true
+	}
+	b.ptrs = b.ptrs[:0]
+	for i := range b.vals {
+		var p *T
+		if !b.nulls.null(i) {
+			p = &b.vals[i]
+		}
+		b.ptrs = append(room(b.ptrs, 1), p)
+	}
+	return b.ptrs, true
+}
+
+func (b *typedBuilder[T]) Truncate(n int) {
+	clear(b.vals[n:])
+	b.vals = b.vals[:n]
+	b.nulls.truncate(n)
+	clear(b.ptrs)
+	b.ptrs = b.ptrs[:0]
+}
+
+func (b *typedBuilder[T]) Reset() { b.Truncate(0) }
+
+// nullMap marks the NULLs of a Nullable column's values; it is empty for
+// other columns.
+type nullMap []bool
+
+// add records whether the next value of column c is NULL.
+func (m *nullMap) add(c ColumnMap, null bool) {
+	if c.Nullable {
+		*m = append(room(*m, 1), null)
+	}
+}
+
+func (m nullMap) null(i int) bool { return i < len(m) && m[i] }
+
+func (m *nullMap) truncate(n int) {
+	if len(*m) > n {
+		*m = (*m)[:n]
+	}
+}
 
 // anyBuilder holds values as Convert returns them.
 type anyBuilder struct {
@@ -124,25 +181,30 @@ func (b *anyBuilder) Reset()             { b.Truncate(0) }
 type stringBuilder struct {
 	col   ColumnMap
 	buf   []byte
-	ends  []int    // value i is buf[ends[i-1]:ends[i]]
-	views []string // Typed's values, when made since the last change
-	fresh bool     // views is up to date
+	ends  []int // value i is buf[ends[i-1]:ends[i]]
+	nulls nullMap
+	views []string  // Typed's values, when made since the last change
+	ptrs  []*string // and for a Nullable column, pointers to them
+	fresh bool      // views (and ptrs) are up to date
 }
 
 func newStringBuilder(c ColumnMap) ColumnBuilder { return &stringBuilder{col: c} }
 
 func (b *stringBuilder) Append(text []byte, null bool) error {
-	if null && !b.col.nullZero {
+	if null && !b.col.Nullable && !b.col.nullZero {
 		return b.col.nullError()
 	}
-	b.buf = append(room(b.buf, len(text)), text...) // a NULL of a NullAsDefault column is ""
+	b.nulls.add(b.col, null)
+	b.buf = append(room(b.buf, len(text)), text...) // a NULL is "" in the buffer
 	b.ends = append(room(b.ends, 1), len(b.buf))
 	b.fresh = false
 	return nil
 }
 
+// AppendZero adds Zero: NULL for a Nullable column.
 func (b *stringBuilder) AppendZero() {
-	b.ends = append(b.ends, len(b.buf))
+	b.nulls.add(b.col, b.col.Nullable)
+	b.ends = append(room(b.ends, 1), len(b.buf))
 	b.fresh = false
 }
 
@@ -155,16 +217,34 @@ func (b *stringBuilder) start(i int) int {
 	return b.ends[i-1]
 }
 
-func (b *stringBuilder) Value(i int) any { return string(b.buf[b.start(i):b.ends[i]]) }
+func (b *stringBuilder) Value(i int) any {
+	if b.nulls.null(i) {
+		return nil
+	}
+	return string(b.buf[b.start(i):b.ends[i]])
+}
 
 func (b *stringBuilder) Typed() (any, bool) {
 	if !b.fresh {
 		all := unsafe.String(unsafe.SliceData(b.buf), len(b.buf))
 		b.views = b.views[:0]
 		for i, end := range b.ends {
-			b.views = append(b.views, all[b.start(i):end])
+			b.views = append(room(b.views, 1), all[b.start(i):end])
+		}
+		b.ptrs = b.ptrs[:0]
+		if b.col.Nullable {
+			for i := range b.views {
+				var p *string
+				if !b.nulls.null(i) {
+					p = &b.views[i]
+				}
+				b.ptrs = append(room(b.ptrs, 1), p)
+			}
 		}
 		b.fresh = true
+	}
+	if b.col.Nullable {
+		return b.ptrs, true
 	}
 	return b.views, true
 }
@@ -172,8 +252,11 @@ func (b *stringBuilder) Typed() (any, bool) {
 func (b *stringBuilder) Truncate(n int) {
 	b.buf = b.buf[:b.start(n)]
 	b.ends = b.ends[:n]
+	b.nulls.truncate(n)
 	clear(b.views)
 	b.views = b.views[:0]
+	clear(b.ptrs)
+	b.ptrs = b.ptrs[:0]
 	b.fresh = false
 }
 

@@ -10,15 +10,19 @@ import (
 // several values, takes some back and adds more, as the copy does around a
 // refused row, and checks the typed slice against Convert value by value.
 func TestBuilderBlock(t *testing.T) {
-	m, err := Map(Table{Schema: "public", Name: "t", NullAsDefault: true, Columns: []Column{
-		{Name: "id", TypeOID: oidInt8, Key: true, NotNull: true},
-		{Name: "s", TypeOID: oidText},
-		{Name: "n", TypeOID: oidInt4},
-	}}, Capabilities{})
-	if err != nil {
-		t.Fatal(err)
+	var cols []ColumnMap
+	for _, nullAsDefault := range []bool{true, false} { // NOT NULL columns; Nullable ones
+		m, err := Map(Table{Schema: "public", Name: "t", NullAsDefault: nullAsDefault, Columns: []Column{
+			{Name: "id", TypeOID: oidInt8, Key: true, NotNull: true},
+			{Name: "s", TypeOID: oidText},
+			{Name: "n", TypeOID: oidInt4},
+		}}, Capabilities{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, m.Columns[1:]...)
 	}
-	for _, cm := range m.Columns[1:] {
+	for _, cm := range cols {
 		b := cm.NewBuilder()
 		var want []any
 		add := func(text string, null bool) {
@@ -51,7 +55,19 @@ func TestBuilderBlock(t *testing.T) {
 				t.Fatalf("%s round %d: typed %d, Len %d, want %d values", cm.Type, round, tv.Len(), b.Len(), len(want))
 			}
 			for i := range want {
-				if got := tv.Index(i).Interface(); got != want[i] || b.Value(i) != want[i] {
+				e := tv.Index(i)
+				if cm.Nullable { // []*T, nil for NULL
+					if e.IsNil() {
+						e = reflect.ValueOf((any)(nil))
+					} else {
+						e = e.Elem()
+					}
+				}
+				var got any
+				if e.IsValid() {
+					got = e.Interface()
+				}
+				if got != want[i] || b.Value(i) != want[i] {
 					t.Fatalf("%s round %d value %d: typed %#v, Value %#v, want %#v", cm.Type, round, i, got, b.Value(i), want[i])
 				}
 			}

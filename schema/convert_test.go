@@ -47,7 +47,7 @@ func runConvertCases(t *testing.T, caps Capabilities, tests []convertCase) {
 
 // checkBuilder checks that a ColumnBuilder of col converts text as Convert
 // does: the same value of the same Go type, or the same error; a builder
-// of a NOT NULL scalar column of ferry's own mapping is typed.
+// of a scalar column of ferry's own mapping is typed, Nullable or not.
 func checkBuilder(t *testing.T, col Column, caps Capabilities, text string, null bool) {
 	t.Helper()
 	m, err := Map(Table{Schema: "public", Name: "t", Columns: []Column{col}, AppendOnly: true}, caps)
@@ -63,7 +63,7 @@ func checkBuilder(t *testing.T, col Column, caps Capabilities, text string, null
 		t.Fatalf("builder (NOT NULL %v): err = %v, Convert's = %v", col.NotNull, err, wantErr)
 	}
 	typed, isTyped := b.Typed()
-	if wantTyped := cm.typed != nil && !cm.Nullable; isTyped != wantTyped {
+	if wantTyped := cm.typed != nil; isTyped != wantTyped {
 		t.Fatalf("builder of %s (NOT NULL %v): typed %v, want %v", cm.Type, col.NotNull, isTyped, wantTyped)
 	}
 	if isTyped && reflect.ValueOf(typed).Len() != b.Len() {

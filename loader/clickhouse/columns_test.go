@@ -7,21 +7,32 @@ import (
 	"github.com/ferry-cdc/ferry/schema"
 )
 
-// TestInsertStreamWholeColumns sends the copy's rows of a NOT NULL column
-// of every scalar type ferry maps in two blocks through InsertStream, and
+// TestInsertStreamWholeColumns sends the copy's rows of a column of every
+// scalar type ferry maps, NOT NULL and Nullable (with NULLs), in two blocks
+// through InsertStream, and
 // checks that each column goes to the driver whole (its server type is the
 // mapping's) and that ClickHouse holds what Convert makes of the text,
 // key and version included. A column the driver took whole but stored
 // differently from its value-by-value path would fail here.
 func TestInsertStreamWholeColumns(t *testing.T) {
+	for _, nullable := range []bool{false, true} {
+		name := "whole"
+		if nullable {
+			name = "whole_null"
+		}
+		t.Run(name, func(t *testing.T) { insertWholeColumns(t, name, nullable) })
+	}
+}
+
+func insertWholeColumns(t *testing.T, name string, nullable bool) {
 	s := testSink(t)
 	numeric := func(p, sc int32) int32 { return p<<16 | sc + 4 }
 	nn := func(name string, oid uint32, typmod int32) schema.Column {
 		c := col(name, oid)
-		c.TypeMod, c.NotNull = typmod, true
+		c.TypeMod, c.NotNull = typmod, !nullable
 		return c
 	}
-	tm := mapTable(t, s, schema.Table{Schema: "public", Name: "whole", Columns: []schema.Column{
+	tm := mapTable(t, s, schema.Table{Schema: "public", Name: name, Columns: []schema.Column{
 		keyCol("id", oidInt8),
 		nn("i2", oidInt2, -1), nn("i4", oidInt4, -1), nn("o", 26, -1),
 		nn("f4", oidFloat4, -1), nn("f8", oidFloat8, -1),
@@ -42,6 +53,13 @@ func TestInsertStreamWholeColumns(t *testing.T) {
 			"x", "y", `\x7f`, "t", "6ba7b810-9dad-11d1-80b4-00c04fd430c8",
 			"2026-12-07", "2026-12-07 02:44:00.5", "2026-12-07 02:44:00.123456-08", "12:34:56.789", "16/B374D848"},
 	}
+	if nullable {
+		for i := 1; i < len(text); i++ {
+			for j := 1 + i%2; j < len(text[i]); j += 2 {
+				text[i][j] = nil
+			}
+		}
+	}
 	send, end, err := s.InsertStream(ctxT(t), tm)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +78,8 @@ func TestInsertStreamWholeColumns(t *testing.T) {
 		}
 		for _, row := range block {
 			for j, b := range cols.Cols {
-				if err := b.Append([]byte(row[j].(string)), false); err != nil {
+				cell, _ := row[j].(string)
+				if err := b.Append([]byte(cell), row[j] == nil); err != nil {
 					t.Fatal(err)
 				}
 			}
