@@ -64,11 +64,17 @@ func beyondDriverColumns(tm *schema.TableMap, cols *loader.Columns) bool {
 		}
 		b := cols.Cols[j]
 		if vals, ok := b.Typed(); ok {
-			if ts, ok := vals.([]time.Time); ok {
+			switch ts := vals.(type) {
+			case []time.Time:
 				for _, t := range ts {
 					if t.UnixMicro() > maxDriverMicros {
 						return true
 					}
+				}
+				continue
+			case []*time.Time: // Nullable
+				if beyondDriverValue(ts) {
+					return true
 				}
 				continue
 			}

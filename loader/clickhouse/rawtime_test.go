@@ -21,14 +21,17 @@ func TestWritePast2262(t *testing.T) {
 	cells := [][]any{
 		{"2299-12-31 23:59:59.999999", "2270-06-01 12:00:00+00", `{"2262-04-11 23:47:16.854776",NULL}`, "a"},
 		{nil, "2262-04-11 23:47:16.854775+00", "{}", nil},
+		{"2299-06-01 00:00:00", nil, "{}", "b"}, // past 2262 in a Nullable column alone
 	}
 	want := [][]string{
 		{"2299-12-31 23:59:59.999999", "2270-06-01 12:00:00.000000", "['2262-04-11 23:47:16.854776',NULL]", "a"},
 		{`\N`, "2262-04-11 23:47:16.854775", "[]", `\N`},
+		{"2299-06-01 00:00:00.000000", `\N`, "[]", "b"},
 	}
 	if !s.Capabilities().DateTime64 { // 18.16: Int64 microseconds, always native
 		want[0] = []string{"10413791999999999", "9480196800000000", "[9223372036854776,NULL]", "a"}
 		want[1][1] = "9223372036854775"
+		want[2][0] = "10395302400000000"
 	}
 	for _, tbl := range []schema.Table{
 		{Schema: "public", Name: "keyed", Columns: append([]schema.Column{keyCol("id", oidInt8)}, cols...)},
@@ -48,12 +51,16 @@ func TestWritePast2262(t *testing.T) {
 					texts = append(texts, text)
 				}
 			}
-			write(t, s, tm, rows[0], rows[2])
+			var written []loader.Row
+			for i := 0; i < len(rows); i += 2 {
+				written = append(written, rows[i])
+			}
+			write(t, s, tm, written...)
 			send, end, err := s.InsertStream(ctxT(t), tm)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, i := range []int{1, 3} {
+			for i := 1; i < len(rows); i += 2 {
 				if err := send(columnsOf(t, tm, rows[i], texts[i])); err != nil {
 					t.Fatal(err)
 				}
@@ -78,7 +85,7 @@ func TestWritePast2262(t *testing.T) {
 				if err := got.Scan(&id, &ts, &tstz, &ats, &text); err != nil {
 					t.Fatal(err)
 				}
-				w := want[n%2] // ids 10, 11, 20, 21
+				w := want[n%len(want)] // ids 10, 11, 12, 20, 21, 22
 				if ts != w[0] || tstz != w[1] || ats != w[2] || text != w[3] {
 					t.Errorf("row %s: %q %q %q %q, want %q", id, ts, tstz, ats, text, w)
 				}
