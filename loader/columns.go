@@ -9,8 +9,7 @@ import "github.com/ferry-cdc/ferry/schema"
 // hands typed columns to its driver whole; Rows turns them into Rows for
 // the others.
 type Columns struct {
-	Table    *schema.TableMap
-	Cols     []schema.ColumnBuilder // one per column of Table, all of one length
+	Cols     []schema.ColumnBuilder // one per column of the table, all of one length
 	Version  uint64
 	FirstSeq uint64
 	RowKeys  []string // FullRow tables only
@@ -40,8 +39,9 @@ func (c *Columns) RowInto(i int, vals []any) Row {
 	return r
 }
 
-// Rows appends every row held to rows and returns it.
-func (c *Columns) Rows(rows []Row) []Row {
+// Rows returns every row held as a Row.
+func (c *Columns) Rows() []Row {
+	rows := make([]Row, 0, c.Len())
 	for i := range c.Len() {
 		rows = append(rows, c.Row(i))
 	}

@@ -359,9 +359,9 @@ func (w *copyWorker) copyRange(ctx context.Context, t copyTask) error {
 }
 
 // columns makes empty Columns for the job's rows: converted by the
-// relation's mapping, bound for the target.
+// relation's mapping.
 func (j *copyJob) columns() *loader.Columns {
-	c := &loader.Columns{Table: j.target, Version: j.version, Cols: make([]schema.ColumnBuilder, len(j.rel.tm.Columns))}
+	c := &loader.Columns{Version: j.version, Cols: make([]schema.ColumnBuilder, len(j.rel.tm.Columns))}
 	for i, cm := range j.rel.tm.Columns {
 		c.Cols[i] = cm.NewBuilder()
 	}

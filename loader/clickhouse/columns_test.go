@@ -72,7 +72,7 @@ func insertWholeColumns(t *testing.T, name string, nullable bool) {
 	_ = prepared.Abort()
 	var want [][]any
 	for _, block := range [][][]any{text[:2], text[2:]} {
-		cols := &loader.Columns{Table: tm, Version: 7}
+		cols := &loader.Columns{Version: 7}
 		for _, cm := range tm.Columns {
 			cols.Cols = append(cols.Cols, cm.NewBuilder())
 		}

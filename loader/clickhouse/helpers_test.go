@@ -211,7 +211,7 @@ func short(rows []string) []string {
 // and RowKey.
 func columnsOf(t testing.TB, tm *schema.TableMap, row loader.Row, cells []any) *loader.Columns {
 	t.Helper()
-	c := &loader.Columns{Table: tm, Version: row.Version, FirstSeq: row.Seq}
+	c := &loader.Columns{Version: row.Version, FirstSeq: row.Seq}
 	if tm.Source.FullRow {
 		c.RowKeys = []string{row.RowKey}
 	}

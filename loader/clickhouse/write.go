@@ -157,34 +157,50 @@ func appendRows(batch driver.Batch, tm *schema.TableMap, rows []loader.Row) erro
 			}
 		}
 	}
-	n := len(tm.Columns)
-	versions := make([]uint64, len(rows))
-	deleted := make([]uint8, len(rows))
-	for i := range rows {
-		versions[i] = rows[i].Version
-		deleted[i] = boolUint8(rows[i].Deleted)
+	return appendMeta(batch, tm, len(rows), func(i int) (uint64, bool, uint64, string) {
+		r := &rows[i]
+		return r.Version, r.Deleted, r.Seq, r.RowKey
+	})
+}
+
+// appendMeta fills ferry's columns of n rows after the values: version,
+// deleted flag and, for append-only tables, sequence number or, for
+// FullRow tables, row key; row tells them for row i.
+func appendMeta(batch driver.Batch, tm *schema.TableMap, n int, row func(i int) (version uint64, deleted bool, seq uint64, key string)) error {
+	k := len(tm.Columns)
+	versions := make([]uint64, n)
+	deleted := make([]uint8, n)
+	var seqs []uint64
+	var keys []string
+	switch {
+	case tm.Source.AppendOnly:
+		seqs = make([]uint64, n)
+	case tm.Source.FullRow:
+		keys = make([]string, n)
 	}
-	if err := batch.Column(n).Append(versions); err != nil {
+	for i := range n {
+		v, d, seq, key := row(i)
+		versions[i], deleted[i] = v, boolUint8(d)
+		if seqs != nil {
+			seqs[i] = seq
+		}
+		if keys != nil {
+			keys[i] = key
+		}
+	}
+	if err := batch.Column(k).Append(versions); err != nil {
 		return fmt.Errorf("column %s: %w", schema.VersionColumn, err)
 	}
-	if err := batch.Column(n + 1).Append(deleted); err != nil {
+	if err := batch.Column(k + 1).Append(deleted); err != nil {
 		return fmt.Errorf("column %s: %w", schema.DeletedColumn, err)
 	}
 	switch {
-	case tm.Source.AppendOnly:
-		seq := make([]uint64, len(rows))
-		for i := range rows {
-			seq[i] = rows[i].Seq
-		}
-		if err := batch.Column(n + 2).Append(seq); err != nil {
+	case seqs != nil:
+		if err := batch.Column(k + 2).Append(seqs); err != nil {
 			return fmt.Errorf("column %s: %w", schema.SeqColumn, err)
 		}
-	case tm.Source.FullRow:
-		keys := make([]string, len(rows))
-		for i := range rows {
-			keys[i] = rows[i].RowKey
-		}
-		if err := batch.Column(n + 2).Append(keys); err != nil {
+	case keys != nil:
+		if err := batch.Column(k + 2).Append(keys); err != nil {
 			return fmt.Errorf("column %s: %w", schema.RowKeyColumn, err)
 		}
 	}
@@ -193,8 +209,7 @@ func appendRows(batch driver.Batch, tm *schema.TableMap, rows []loader.Row) erro
 
 // appendColumns fills the batch with cols: a typed column whose server
 // type is the mapping's goes to the driver whole, the others value by
-// value as appendRows does; then the copy's version, deleted flag and
-// sequence number or row key.
+// value as appendRows does; then ferry's columns (appendMeta).
 func appendColumns(batch driver.Batch, tm *schema.TableMap, cols *loader.Columns) error {
 	server := batch.Columns()
 	n := cols.Len()
@@ -214,35 +229,16 @@ func appendColumns(batch driver.Batch, tm *schema.TableMap, cols *loader.Columns
 			}
 		}
 	}
-	k := len(tm.Columns)
-	versions := make([]uint64, n)
-	for i := range versions {
-		versions[i] = cols.Version
+	if tm.Source.FullRow && len(cols.RowKeys) != n {
+		return fmt.Errorf("column %s: %d row keys for %d rows", schema.RowKeyColumn, len(cols.RowKeys), n)
 	}
-	if err := batch.Column(k).Append(versions); err != nil {
-		return fmt.Errorf("column %s: %w", schema.VersionColumn, err)
-	}
-	if err := batch.Column(k + 1).Append(make([]uint8, n)); err != nil {
-		return fmt.Errorf("column %s: %w", schema.DeletedColumn, err)
-	}
-	switch {
-	case tm.Source.AppendOnly:
-		seq := make([]uint64, n)
-		for i := range seq {
-			seq[i] = cols.FirstSeq + uint64(i)
+	return appendMeta(batch, tm, n, func(i int) (uint64, bool, uint64, string) {
+		var key string
+		if i < len(cols.RowKeys) {
+			key = cols.RowKeys[i]
 		}
-		if err := batch.Column(k + 2).Append(seq); err != nil {
-			return fmt.Errorf("column %s: %w", schema.SeqColumn, err)
-		}
-	case tm.Source.FullRow:
-		if len(cols.RowKeys) != n {
-			return fmt.Errorf("column %s: %d row keys for %d rows", schema.RowKeyColumn, len(cols.RowKeys), n)
-		}
-		if err := batch.Column(k + 2).Append(cols.RowKeys); err != nil {
-			return fmt.Errorf("column %s: %w", schema.RowKeyColumn, err)
-		}
-	}
-	return nil
+		return cols.Version, false, cols.FirstSeq + uint64(i), key
+	})
 }
 
 // wholeColumn returns the typed values of b when the driver takes them
@@ -334,7 +330,7 @@ func (s *Sink) InsertStream(ctx context.Context, tm *schema.TableMap) (send func
 			}
 		}
 		if beyondDriverColumns(tm, cols) { // stored now, apart from the stream's INSERT
-			if err := s.insertExternal(ctx, tm, batch.Columns(), cols.Rows(nil)); err != nil {
+			if err := s.insertExternal(ctx, tm, batch.Columns(), cols.Rows()); err != nil {
 				return err
 			}
 			total += n
