@@ -79,6 +79,7 @@ func connectReplication(ctx context.Context, connString string) (*pgconn.PgConn,
 		return nil, err
 	}
 	cfg.RuntimeParams["replication"] = "database"
+	bufferReads(cfg)
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open replication connection to %s: %w", Redact(connString), explainConnect(explainTLS(redactErr(err, connString), cfg.Host), cfg))

@@ -9,9 +9,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// copyReadBuffer is how much a copy connection reads from its socket at
-// once. pgconn asks for 8 KB a read; a COPY of a big table arrives faster
-// than that, and one system call per 8 KB was a tenth of ferry's CPU.
+// copyReadBuffer is how much a copy or replication connection reads from
+// its socket at once. pgconn asks for 8 KB a read; a COPY of a big table
+// arrives faster than that, and one system call per 8 KB was a tenth of
+// ferry's CPU. The stream reads in bulk when behind (see bulkBytes).
 const copyReadBuffer = 256 << 10
 
 // connectBuffered is connect with reads through a copyReadBuffer buffer.
@@ -41,3 +42,6 @@ type bufferedConn struct {
 }
 
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// NetConn returns the connection it reads, for its socket options.
+func (c *bufferedConn) NetConn() net.Conn { return c.Conn }

@@ -79,6 +79,7 @@ type stream struct {
 
 	// The read deadline last set on the replication connection.
 	rdeadline time.Time
+	bulk      bulkRead // see bulkread.go
 }
 
 // errCaughtUp ends loop in catch-up mode.
@@ -94,6 +95,10 @@ func (s *stream) loop(ctx context.Context) error {
 	defer func() {
 		s.stopResyncs()
 		stopWatch()
+		if s.bulk.on {
+			// Whatever reads the connection next reads without a deadline.
+			s.setBulk(false)
+		}
 		_ = s.conn.Conn().SetReadDeadline(time.Time{})
 	}()
 	for {
@@ -152,6 +157,8 @@ func (s *stream) tick(ctx context.Context) error {
 
 // receive waits for one message, or until a flush or status update is due.
 func (s *stream) receive(ctx context.Context) error {
+	now := time.Now()
+	bulk := s.pace(now)
 	deadline := s.nextStatus
 	if d := s.batch.Deadline(); !d.IsZero() && d.Before(deadline) {
 		deadline = d
@@ -160,7 +167,7 @@ func (s *stream) receive(ctx context.Context) error {
 		deadline = d
 	}
 	if len(s.resyncs) > 0 {
-		if d := time.Now().Truncate(resyncPoll).Add(resyncPoll); d.Before(deadline) {
+		if d := now.Truncate(resyncPoll).Add(resyncPoll); d.Before(deadline) {
 			deadline = d // a copy's end is noticed within resyncPoll
 		}
 	}
@@ -169,7 +176,7 @@ func (s *stream) receive(ctx context.Context) error {
 		// for quietWait, they are written (see idle).
 		// In whole milliseconds: the deadline then moves (a call into the
 		// runtime's poller) at most once a millisecond, not per message.
-		d := time.Now().Add(quietWait).Truncate(time.Millisecond)
+		d := now.Add(quietWait).Truncate(time.Millisecond)
 		if next := s.lastFlush.Add(s.cfg.Batch.Quiet); next.After(d) {
 			d = next
 		}
@@ -177,7 +184,13 @@ func (s *stream) receive(ctx context.Context) error {
 			deadline = d
 		}
 	}
-	if s.cfg.Batch.Quiet > 0 && s.inTx && s.rdeadline.Before(deadline) && time.Now().Before(s.rdeadline) {
+	if bulk {
+		// In whole milliseconds, as above.
+		if d := now.Add(bulkWait).Truncate(time.Millisecond); d.Before(deadline) {
+			deadline = d
+		}
+	}
+	if s.cfg.Batch.Quiet > 0 && s.inTx && s.rdeadline.Before(deadline) && now.Before(s.rdeadline) {
 		// The quiet flush's deadline, set between transactions, is left as
 		// it is for the one that began (at most a receive that ends early):
 		// moving it there and back at every transaction was 6 % of the CPU
@@ -199,11 +212,17 @@ func (s *stream) receive(ctx context.Context) error {
 	msg, err := s.conn.ReceiveMessage(context.Background())
 	if err != nil {
 		if pgconn.Timeout(err) && ctx.Err() == nil {
+			if bulk && s.bulkPending() {
+				// Messages are arriving, fewer than bulkBytes of them
+				// yet: the next receive reads them. Not idle.
+				return nil
+			}
 			return s.idle(ctx)
 		}
 		return fmt.Errorf("receive from slot %s: %w", s.cfg.Slot, err)
 	}
 	s.heard = true
+	s.bulk.msgs++
 	switch msg := msg.(type) {
 	case *pgproto3.CopyData:
 		return s.copyData(ctx, msg.Data)

@@ -15,7 +15,6 @@
 package netdial
 
 import (
-	"crypto/tls"
 	"fmt"
 	"net"
 	"strings"
@@ -51,23 +50,66 @@ func Dialer(timeout, userTimeout time.Duration) *net.Dialer {
 }
 
 // UserTimeoutOf reads the TCP_USER_TIMEOUT of the TCP connection under c
-// (a TLS connection is looked through), for tests and diagnostics.
+// (TLS and wrappers with a NetConn method are looked through), for tests
+// and diagnostics.
 func UserTimeoutOf(c net.Conn) (time.Duration, error) {
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn()
+	var d time.Duration
+	err := control(c, "read TCP_USER_TIMEOUT", func(fd uintptr) error {
+		var err error
+		d, err = userTimeout(fd)
+		return err
+	})
+	return d, err
+}
+
+// SetRecvLowWater sets how many bytes must have arrived on c before the
+// kernel reports it readable (SO_RCVLOWAT; 1 is the default): a reader
+// that waits in the poller then wakes once per that many bytes instead of
+// once per segment. A read still returns whatever has arrived, and the
+// reader must bound its wait with a deadline: fewer bytes than the mark
+// never wake it. It looks through TLS and through wrappers that have a
+// NetConn method to the socket. Only on Linux: elsewhere it returns an
+// error and changes nothing.
+func SetRecvLowWater(c net.Conn, bytes int) error {
+	return control(c, "set SO_RCVLOWAT", func(fd uintptr) error { return setRecvLowWater(fd, bytes) })
+}
+
+// Queued returns how many bytes have arrived on c's socket and are not
+// read yet (SIOCINQ), looking through wrappers as SetRecvLowWater does.
+// Only on Linux.
+func Queued(c net.Conn) (int, error) {
+	var n int
+	err := control(c, "read SIOCINQ", func(fd uintptr) error {
+		var err error
+		n, err = queued(fd)
+		return err
+	})
+	return n, err
+}
+
+// control runs f on the file descriptor of c's socket.
+func control(c net.Conn, what string, f func(fd uintptr) error) error {
+	for {
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = u.NetConn()
 	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return 0, fmt.Errorf("%T is not a socket", c)
+		return fmt.Errorf("%s: %T is not a socket", what, c)
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
-		return 0, err
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	var d time.Duration
-	var gerr error
-	if err := raw.Control(func(fd uintptr) { d, gerr = userTimeout(fd) }); err != nil {
-		return 0, err
+	var ferr error
+	if err := raw.Control(func(fd uintptr) { ferr = f(fd) }); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	return d, gerr
+	if ferr != nil {
+		return fmt.Errorf("%s: %w", what, ferr)
+	}
+	return nil
 }

@@ -4,7 +4,9 @@ package netdial
 
 import (
 	"context"
+	"errors"
 	"net"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -77,3 +79,100 @@ func TestDialerSetsOptions(t *testing.T) {
 		t.Errorf("TCP_USER_TIMEOUT = %s (%v) with 0 given, want the default 0", got, err)
 	}
 }
+
+// TestRecvLowWater: with the mark raised, a read that waits is not woken
+// by fewer bytes than the mark (it ends at its deadline, and Queued counts
+// the bytes waiting), is woken once the mark is reached, and takes all
+// that arrived; a read finds bytes already there at once, below the mark.
+func TestRecvLowWater(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	peer, ok := <-accepted
+	if !ok {
+		t.Fatal("accept failed")
+	}
+	defer peer.Close()
+	const mark = 1000
+	if err := SetRecvLowWater(wrapped{c}, mark); err != nil {
+		t.Fatal(err)
+	}
+	if got := sockopt(t, c, unix.SOL_SOCKET, unix.SO_RCVLOWAT); got != mark {
+		t.Fatalf("SO_RCVLOWAT %d, want %d", got, mark)
+	}
+	buf := make([]byte, 4096)
+	if _, err := peer.Write(make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	// The 10 bytes were written before this read began: it returns them.
+	time.Sleep(50 * time.Millisecond)
+	if n, err := c.Read(buf); err != nil || n != 10 {
+		t.Fatalf("read %d bytes (%v), want the 10 waiting", n, err)
+	}
+	// Now the socket is empty: the read waits, and 10 more bytes arriving
+	// while it waits do not wake it.
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_, _ = peer.Write(make([]byte, 10))
+	}()
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := c.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read %d bytes (%v), want to wait for the mark until the deadline", n, err)
+	}
+	if n, err := Queued(wrapped{c}); err != nil || n != 10 {
+		t.Fatalf("Queued: %d (%v), want 10", n, err)
+	}
+	// Reaching the mark wakes a waiting read, which takes everything.
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_, _ = peer.Write(make([]byte, mark))
+	}()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	total := 0
+	for total < mark+10 {
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("read after %d bytes: %v", total, err)
+		}
+		total += n
+	}
+	if n, err := Queued(c); err != nil || n != 0 {
+		t.Fatalf("Queued after reading all: %d (%v), want 0", n, err)
+	}
+	// Back to 1: a single byte wakes a read.
+	if err := SetRecvLowWater(c, 1); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_, _ = peer.Write([]byte{1})
+	}()
+	if n, err := c.Read(buf); err != nil || n != 1 {
+		t.Fatalf("read %d bytes (%v), want the one byte", n, err)
+	}
+	if err := SetRecvLowWater(struct{ net.Conn }{c}, 1); err == nil {
+		t.Error("SetRecvLowWater found a socket in a wrapper without NetConn")
+	}
+}
+
+// wrapped hides a connection behind NetConn, as replicator's buffered
+// connection does.
+type wrapped struct{ net.Conn }
+
+func (w wrapped) NetConn() net.Conn { return w.Conn }

@@ -18,3 +18,11 @@ func userTimeout(fd uintptr) (time.Duration, error) {
 	ms, err := unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT)
 	return time.Duration(ms) * time.Millisecond, err
 }
+
+func setRecvLowWater(fd uintptr, bytes int) error {
+	return unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, bytes)
+}
+
+func queued(fd uintptr) (int, error) {
+	return unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+}
