@@ -29,8 +29,8 @@
 # Environment: RUNS (3); QUICK=1 (a smoke run: 50k/100k/100k rows, 10 s of
 # steady state, RUNS=1); BACKLOG_ROWS (500000, a multiple of 100);
 # LOAD_ROWS (1000000); BIGTXN_ROWS (1000000); STEADY_RATE (10000);
-# CATCHUP_SHAPES ("one txn100 single"); STEADY_SECS (60); KNEE_RATES ("5000 10000 20000 40000 60000 80000
-# 120000"); KNEE_SECS (60); SECTIONS ("catchup load steady resync bigtxn
+# CATCHUP_SHAPES ("one txn100 single"); STEADY_SECS (60); KNEE_RATES ("5000 10000 20000 40000 60000 80000 100000
+# 120000 160000"); KNEE_SECS (60); SECTIONS ("catchup load steady resync bigtxn
 # knee"); COPY_WORKERS
 # BATCH_AGE and BATCH_QUIET (ferry's defaults); PERF_LEG (the report's section:
 # modern or legacy; make perf sets it); PERF_DOC; FERRY (bin/ferry);
@@ -53,7 +53,7 @@ LOAD_ROWS="${LOAD_ROWS:-1000000}"
 BIGTXN_ROWS="${BIGTXN_ROWS:-1000000}"
 STEADY_RATE="${STEADY_RATE:-10000}"
 STEADY_SECS="${STEADY_SECS:-60}"
-KNEE_RATES="${KNEE_RATES:-5000 10000 20000 40000 60000 80000 120000}"
+KNEE_RATES="${KNEE_RATES:-5000 10000 20000 40000 60000 80000 100000 120000 160000}"
 KNEE_SECS="${KNEE_SECS:-60}"
 SECTIONS="${SECTIONS:-catchup load steady resync bigtxn knee}"
 FERRY="${FERRY:-bin/ferry}"
