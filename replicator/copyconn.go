@@ -9,19 +9,20 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// copyReadBuffer is how much a copy or replication connection reads from
-// its socket at once. pgconn asks for 8 KB a read; a COPY of a big table
+// readBuffer is how much a copy or replication connection reads from its
+// socket at once. pgconn asks for 8 KB a read; a COPY of a big table
 // arrives faster than that, and one system call per 8 KB was a tenth of
-// ferry's CPU. The stream reads in bulk when behind (see bulkBytes).
-const copyReadBuffer = 256 << 10
+// ferry's CPU. The stream takes what a read in bulk gathered (see
+// bulkread.go) in one read too.
+const readBuffer = 256 << 10
 
-// connectBuffered is connect with reads through a copyReadBuffer buffer.
+// connectBuffered is connect with reads through a readBuffer buffer.
 func connectBuffered(ctx context.Context, connString string) (*pgx.Conn, error) {
 	return connect(ctx, connString, bufferReads)
 }
 
 // bufferReads makes the connections of cfg read through a buffer of
-// copyReadBuffer bytes. A read returns what the socket holds, as before,
+// readBuffer bytes. A read returns what the socket holds, as before,
 // so nothing waits for the buffer to fill; and a read deadline still ends
 // a read that waits, with nothing lost.
 func bufferReads(cfg *pgconn.Config) {
@@ -31,7 +32,7 @@ func bufferReads(cfg *pgconn.Config) {
 		if err != nil {
 			return nil, err
 		}
-		return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, copyReadBuffer)}, nil
+		return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, readBuffer)}, nil
 	}
 }
 
