@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -36,13 +37,23 @@ func bufferReads(cfg *pgconn.Config) {
 	}
 }
 
-// bufferedConn reads a connection through a buffer.
+// bufferedConn reads a connection through a buffer, and counts the reads
+// that go to the socket (see streamClock).
 type bufferedConn struct {
 	net.Conn
-	r *bufio.Reader
+	r     *bufio.Reader
+	fills atomic.Uint64 // pgconn may read from a goroutine of its own while it writes
 }
 
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c *bufferedConn) Read(p []byte) (int, error) {
+	if c.r.Buffered() == 0 {
+		c.fills.Add(1) // this read goes to the socket, and may wait
+	}
+	return c.r.Read(p)
+}
+
+// Fills is how many reads went to the socket so far.
+func (c *bufferedConn) Fills() uint64 { return c.fills.Load() }
 
 // NetConn returns the connection it reads, for its socket options.
 func (c *bufferedConn) NetConn() net.Conn { return c.Conn }

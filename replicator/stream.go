@@ -79,7 +79,8 @@ type stream struct {
 
 	// The read deadline last set on the replication connection.
 	rdeadline time.Time
-	bulk      bulkRead // see bulkread.go
+	bulk      bulkRead    // see bulkread.go
+	clock     streamClock // see clock.go
 }
 
 // errCaughtUp ends loop in catch-up mode.
@@ -92,6 +93,7 @@ func (s *stream) loop(ctx context.Context) error {
 	// Receives run without a context (see receive); a cancelled ctx ends
 	// the one in progress through the connection's read deadline.
 	stopWatch := context.AfterFunc(ctx, func() { _ = s.conn.Conn().SetReadDeadline(time.Now()) })
+	s.clock.watch(s.conn.Conn())
 	defer func() {
 		s.stopResyncs()
 		stopWatch()
@@ -129,12 +131,13 @@ func (s *stream) loop(ctx context.Context) error {
 // when one is due: after every message received, and after every change
 // of a streamed transaction replayed from disk.
 func (s *stream) tick(ctx context.Context) error {
-	now := time.Now()
+	now := s.clock.now()
 	if s.batch.Full() || s.batch.Due(now) {
 		if err := s.flush(ctx); err != nil {
 			return err
 		}
-		now = time.Now() // a flush can take a while
+		s.clock.moved() // a flush can take a while
+		now = s.clock.now()
 	}
 	// Not only when a status update is due: keepalives answered at once
 	// (see keepalive) put that off for as long as the server's WAL moves.
@@ -157,7 +160,7 @@ func (s *stream) tick(ctx context.Context) error {
 
 // receive waits for one message, or until a flush or status update is due.
 func (s *stream) receive(ctx context.Context) error {
-	now := time.Now()
+	now := s.clock.now()
 	bulk := s.pace(now)
 	deadline := s.nextStatus
 	if d := s.batch.Deadline(); !d.IsZero() && d.Before(deadline) {
