@@ -23,6 +23,7 @@ type Batcher struct {
 
 	pending []*Batch // in the order tables first got a row
 	index   map[*schema.TableMap]*Batch
+	last    *Batch // the batch of the last row added, pending; nil when none
 	// sizes holds each table's rows in its last batch written: its next
 	// batch starts with room for as many (growing the slice row by row
 	// was 8 % of a catch-up's CPU).
@@ -41,11 +42,15 @@ func NewBatcher(sink Sink, maxRows, maxBytes int, maxAge time.Duration) *Batcher
 
 // Add queues a row of tm; size is its estimated size in bytes.
 func (b *Batcher) Add(tm *schema.TableMap, r Row, size int) {
-	batch := b.index[tm]
-	if batch == nil {
-		batch = &Batch{Table: tm, Rows: make([]Row, 0, b.sizes[tm])}
-		b.index[tm] = batch
-		b.pending = append(b.pending, batch)
+	batch := b.last
+	if batch == nil || batch.Table != tm { // rows mostly come in runs of one table
+		batch = b.index[tm]
+		if batch == nil {
+			batch = &Batch{Table: tm, Rows: make([]Row, 0, b.sizes[tm])}
+			b.index[tm] = batch
+			b.pending = append(b.pending, batch)
+		}
+		b.last = batch
 	}
 	if b.rows == 0 {
 		b.since = time.Now()
@@ -82,6 +87,7 @@ func (b *Batcher) Due(now time.Time) bool {
 // harmless, as versions make writes idempotent, but needless), so calling
 // Flush again retries.
 func (b *Batcher) Flush(ctx context.Context) error {
+	b.last = nil
 	for len(b.pending) > 0 {
 		batch := b.pending[0]
 		if err := b.sink.Write(ctx, batch); err != nil {
@@ -119,6 +125,9 @@ func (b *Batcher) Drop(tm *schema.TableMap, drop func(*Row) bool) int {
 	batch.Rows = kept
 	b.rows -= n
 	if len(kept) == 0 {
+		if b.last == batch {
+			b.last = nil
+		}
 		delete(b.index, tm)
 		b.pending = slices.DeleteFunc(b.pending, func(p *Batch) bool { return p == batch })
 	}
