@@ -44,8 +44,9 @@ var errRenamedAtStart = fmt.Errorf("%w: renamed", errChangedAtStart)
 
 // changedSinceSnapshot tells why the table of rel, just locked in conn's
 // transaction, cannot be copied under that transaction's snapshot, or ""
-// when it can; an error wrapping errChangedAtStart when its shape is no
-// longer rel's. fresh is a connection outside the transaction, whose
+// when it can, and then makes the partitions' files the copy reads rel's
+// baseline (see partguard.go); an error wrapping errChangedAtStart when its
+// shape is no longer rel's. fresh is a connection outside the transaction, whose
 // statements see the catalog as it is now (the lock keeps it so).
 func changedSinceSnapshot(ctx context.Context, conn, fresh *pgx.Conn, rel *relation) (string, error) {
 	now, err := describeTable(ctx, fresh, rel.ref)
