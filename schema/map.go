@@ -259,7 +259,11 @@ func numericKind(typmod int32, caps Capabilities) kind {
 		return stringKind()
 	}
 	chType := "Decimal(" + strconv.Itoa(p) + ", " + strconv.Itoa(s) + ")"
-	return newKind(chType, decimalParser(p, s), decimal.Decimal{})
+	k := newKind(chType, decimalParser(p, s), decimal.Decimal{})
+	if p <= maxScaled {
+		k.typed = newScaledBuilder(p, s)
+	}
+	return k
 }
 
 // numericTypmod decodes numeric's typmod into precision and scale; the

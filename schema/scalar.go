@@ -142,19 +142,31 @@ func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 // fractional digits are accepted only when they are zeros). NaN and the
 // infinities are unrepresentable.
 func decimalParser(p, s int) parser[decimal.Decimal] {
-	chType := "Decimal(" + strconv.Itoa(p) + ", " + strconv.Itoa(s) + ")"
+	check := decimalCheck(p, s)
 	return func(text []byte) (decimal.Decimal, error) {
+		if err := check(text); err != nil {
+			return decimal.Decimal{}, err
+		}
+		return newDecimal(text)
+	}
+}
+
+// decimalCheck returns the check of decimalParser(p, s): nil for numeric
+// text whose value Decimal(p, s) holds exactly.
+func decimalCheck(p, s int) func(text []byte) error {
+	chType := "Decimal(" + strconv.Itoa(p) + ", " + strconv.Itoa(s) + ")"
+	return func(text []byte) error {
 		intDigits, fracDigits, ok := numericShape(text)
 		if !ok {
 			if isSpecialNumeric(text) {
-				return decimal.Decimal{}, unrepresentable(chType, text)
+				return unrepresentable(chType, text)
 			}
-			return decimal.Decimal{}, invalid("numeric", text)
+			return invalid("numeric", text)
 		}
 		if intDigits > p-s || fracDigits > s {
-			return decimal.Decimal{}, unrepresentable(chType, text)
+			return unrepresentable(chType, text)
 		}
-		return newDecimal(text)
+		return nil
 	}
 }
 
