@@ -148,8 +148,17 @@ func (s *Sink) prepareInsert(ctx context.Context, tm *schema.TableMap) (driver.B
 // appendRows fills the batch column by column: the values, then ferry's
 // version, deleted flag and, for append-only tables, sequence number.
 func appendRows(batch driver.Batch, tm *schema.TableMap, rows []loader.Row) error {
+	server := batch.Columns()
+	var scratch []byte
 	for j := range tm.Columns {
 		col := batch.Column(j)
+		values := func(w decimalWire) scaledAt { return w.rowValues(rows, j) }
+		if done, err := appendDecimals(server[j], len(rows), values, &scratch); done || err != nil {
+			if err != nil {
+				return fmt.Errorf("column %q (%s): %w", tm.Columns[j].Name, tm.Columns[j].Type, err)
+			}
+			continue
+		}
 		for i := range rows {
 			if err := col.AppendRow(rows[i].Values[j]); err != nil {
 				return fmt.Errorf("column %q (%s), row with key %s: %w",
@@ -213,8 +222,18 @@ func appendMeta(batch driver.Batch, tm *schema.TableMap, n int, row func(i int) 
 func appendColumns(batch driver.Batch, tm *schema.TableMap, cols *loader.Columns) error {
 	server := batch.Columns()
 	n := cols.Len()
+	var scratch []byte
 	for j, b := range cols.Cols {
 		col := batch.Column(j)
+		if string(server[j].Type()) == tm.Columns[j].Type {
+			values := func(w decimalWire) scaledAt { return w.builderValues(b) }
+			if done, err := appendDecimals(server[j], n, values, &scratch); done || err != nil {
+				if err != nil {
+					return fmt.Errorf("column %q (%s): %w", tm.Columns[j].Name, tm.Columns[j].Type, err)
+				}
+				continue
+			}
+		}
 		if vals, ok := wholeColumn(server[j], tm.Columns[j], b); ok {
 			if err := col.Append(vals); err != nil {
 				return fmt.Errorf("column %q (%s), rows with keys %s to %s: %w", tm.Columns[j].Name, tm.Columns[j].Type,
