@@ -237,7 +237,9 @@ func temporalKind(oid uint32, caps Capabilities) (k kind, ok bool) {
 		return newKind("Int32", parseDateDays, int32(0)), true
 	case oidTimestamp, oidTimestamptz:
 		if caps.DateTime64 {
-			return newKind("DateTime64(6, 'UTC')", parseDateTime64, epoch()), true
+			k := newKind("DateTime64(6, 'UTC')", parseDateTime64, epoch())
+			k.typed = newMicrosBuilder
+			return k, true
 		}
 		return newKind("Int64", parseTimestampMicros, int64(0)), true
 	case oidTime:

@@ -78,15 +78,25 @@ func parseTimestampMicros(text []byte) (int64, error) {
 // parseDateTime64 parses timestamp or timestamptz text into a UTC time,
 // which must lie in DateTime64's range.
 func parseDateTime64(text []byte) (time.Time, error) {
-	const chType = "DateTime64 (1900-01-01 to 2299-12-31)"
-	us, err := parseTimestamp(text, chType)
+	us, err := parseDateTime64Micros(text)
 	if err != nil {
 		return time.Time{}, err
 	}
-	if us < minCHDay*microsPerDay || us >= (maxCHDay+1)*microsPerDay {
-		return time.Time{}, unrepresentable(chType, text)
-	}
 	return time.UnixMicro(us).UTC(), nil
+}
+
+// parseDateTime64Micros is parseDateTime64's time in microseconds since
+// 1970.
+func parseDateTime64Micros(text []byte) (int64, error) {
+	const chType = "DateTime64 (1900-01-01 to 2299-12-31)"
+	us, err := parseTimestamp(text, chType)
+	if err != nil {
+		return 0, err
+	}
+	if us < minCHDay*microsPerDay || us >= (maxCHDay+1)*microsPerDay {
+		return 0, unrepresentable(chType, text)
+	}
+	return us, nil
 }
 
 // parseTimeMicros parses time text into microseconds since midnight;

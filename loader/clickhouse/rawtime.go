@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -63,6 +64,13 @@ func beyondDriverColumns(tm *schema.TableMap, cols *loader.Columns) bool {
 			continue
 		}
 		b := cols.Cols[j]
+		if wb, ok := b.(schema.WireInts); ok { // microseconds
+			vals, _ := wb.WireInts()
+			if slices.ContainsFunc(vals, func(us int64) bool { return us > maxDriverMicros }) {
+				return true
+			}
+			continue
+		}
 		if vals, ok := b.Typed(); ok {
 			switch ts := vals.(type) {
 			case []time.Time:

@@ -152,8 +152,8 @@ func appendRows(batch driver.Batch, tm *schema.TableMap, rows []loader.Row) erro
 	var scratch []byte
 	for j := range tm.Columns {
 		col := batch.Column(j)
-		values := func(w decimalWire) scaledAt { return w.rowValues(rows, j) }
-		if done, err := appendDecimals(server[j], len(rows), values, &scratch); done || err != nil {
+		values := func(w wireForm) wireAt { return w.rowValues(rows, j) }
+		if done, err := appendWire(server[j], len(rows), values, &scratch); done || err != nil {
 			if err != nil {
 				return fmt.Errorf("column %q (%s): %w", tm.Columns[j].Name, tm.Columns[j].Type, err)
 			}
@@ -226,8 +226,8 @@ func appendColumns(batch driver.Batch, tm *schema.TableMap, cols *loader.Columns
 	for j, b := range cols.Cols {
 		col := batch.Column(j)
 		if string(server[j].Type()) == tm.Columns[j].Type {
-			values := func(w decimalWire) scaledAt { return w.builderValues(b) }
-			if done, err := appendDecimals(server[j], n, values, &scratch); done || err != nil {
+			values := func(wireForm) wireAt { return builderValues(b) }
+			if done, err := appendWire(server[j], n, values, &scratch); done || err != nil {
 				if err != nil {
 					return fmt.Errorf("column %q (%s): %w", tm.Columns[j].Name, tm.Columns[j].Type, err)
 				}
