@@ -61,11 +61,8 @@ func newTyped[T any](p parser[T]) func(ColumnMap) ColumnBuilder {
 
 func (b *typedBuilder[T]) Append(text []byte, null bool) error {
 	if null {
-		switch {
-		case b.col.Nullable:
-			b.nulls.add(b.col, true)
-		case !b.col.nullZero:
-			return b.col.nullError()
+		if err := b.nulls.addNull(b.col); err != nil {
+			return err
 		}
 		b.vals = append(room(b.vals, 1), b.zero) // a NullAsDefault column's zero, or NULL's place
 		return nil
@@ -110,15 +107,22 @@ func (b *typedBuilder[T]) Typed() (any, bool) {
 	if !b.col.Nullable {
 		return b.vals, true
 	}
-	b.ptrs = b.ptrs[:0]
-	for i := range b.vals {
-		var p *T
-		if !b.nulls.null(i) {
-			p = &b.vals[i]
-		}
-		b.ptrs = append(room(b.ptrs, 1), p)
-	}
+	b.ptrs = pointers(b.ptrs, b.vals, b.nulls)
 	return b.ptrs, true
+}
+
+// pointers sets ptrs (reused) to point at vals, nil where nulls says NULL:
+// a Nullable column's typed values.
+func pointers[T any](ptrs []*T, vals []T, nulls nullMap) []*T {
+	ptrs = ptrs[:0]
+	for i := range vals {
+		var p *T
+		if !nulls.null(i) {
+			p = &vals[i]
+		}
+		ptrs = append(room(ptrs, 1), p)
+	}
+	return ptrs
 }
 
 func (b *typedBuilder[T]) Truncate(n int) {
@@ -140,6 +144,19 @@ func (m *nullMap) add(c ColumnMap, null bool) {
 	if c.Nullable {
 		*m = append(room(*m, 1), null)
 	}
+}
+
+// addNull records a NULL of column c: a NULL in a Nullable column,
+// nothing in a NullAsDefault one (whose builder adds the zero), and an
+// error for any other.
+func (m *nullMap) addNull(c ColumnMap) error {
+	switch {
+	case c.Nullable:
+		m.add(c, true)
+	case !c.nullZero:
+		return c.nullError()
+	}
+	return nil
 }
 
 func (m nullMap) null(i int) bool { return i < len(m) && m[i] }

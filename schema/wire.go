@@ -90,11 +90,8 @@ func scaleDigits(text []byte, s int) int64 {
 
 func (b *wireBuilder[T]) Append(text []byte, null bool) error {
 	if null {
-		switch {
-		case b.col.Nullable:
-			b.nulls.add(b.col, true)
-		case !b.col.nullZero:
-			return b.col.nullError()
+		if err := b.nulls.addNull(b.col); err != nil {
+			return err
 		}
 		b.markZero(!b.col.Nullable) // a NullAsDefault column's zero, or NULL's place
 		b.vals = append(room(b.vals, 1), 0)
@@ -154,14 +151,7 @@ func (b *wireBuilder[T]) Typed() (any, bool) {
 	if !b.col.Nullable {
 		return b.typed, true
 	}
-	b.ptrs = b.ptrs[:0]
-	for i := range b.typed {
-		var p *T
-		if !b.nulls.null(i) {
-			p = &b.typed[i]
-		}
-		b.ptrs = append(room(b.ptrs, 1), p)
-	}
+	b.ptrs = pointers(b.ptrs, b.typed, b.nulls)
 	return b.ptrs, true
 }
 

@@ -3,7 +3,6 @@ package clickhouse
 import (
 	"testing"
 
-	"github.com/ferry-cdc/ferry/loader"
 	"github.com/ferry-cdc/ferry/schema"
 )
 
@@ -72,19 +71,8 @@ func insertWholeColumns(t *testing.T, name string, nullable bool) {
 	_ = prepared.Abort()
 	var want [][]any
 	for _, block := range [][][]any{text[:2], text[2:]} {
-		cols := &loader.Columns{Version: 7}
-		for _, cm := range tm.Columns {
-			cols.Cols = append(cols.Cols, cm.NewBuilder())
-		}
-		for _, row := range block {
-			for j, b := range cols.Cols {
-				cell, _ := row[j].(string)
-				if err := b.Append([]byte(cell), row[j] == nil); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want = append(want, conv(t, tm, row...))
-		}
+		cols, rows := blockOf(t, tm, 7, block)
+		want = append(want, rows...)
 		for j, b := range cols.Cols {
 			if _, whole := wholeColumn(server[j], tm.Columns[j], b); !whole {
 				t.Errorf("column %s (%s): the server's type is %s: not sent whole", tm.Columns[j].Name, tm.Columns[j].Type, server[j].Type())

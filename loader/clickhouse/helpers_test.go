@@ -228,3 +228,25 @@ func columnsOf(t testing.TB, tm *schema.TableMap, row loader.Row, cells []any) *
 	}
 	return c
 }
+
+// blockOf fills one builder per column of tm with rows of cells (as conv
+// takes them: text, or nil for NULL), as the initial copy does, and returns
+// them with the rows Convert makes of the cells.
+func blockOf(t testing.TB, tm *schema.TableMap, version uint64, rows [][]any) (*loader.Columns, [][]any) {
+	t.Helper()
+	cols := &loader.Columns{Version: version}
+	for _, cm := range tm.Columns {
+		cols.Cols = append(cols.Cols, cm.NewBuilder())
+	}
+	var want [][]any
+	for _, row := range rows {
+		for j, b := range cols.Cols {
+			cell, _ := row[j].(string)
+			if err := b.Append([]byte(cell), row[j] == nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want = append(want, conv(t, tm, row...))
+	}
+	return cols, want
+}

@@ -79,19 +79,8 @@ func TestWireCopy(t *testing.T) {
 	}
 	var want [][]any
 	for _, block := range [][][]any{wireRows[:2], wireRows[2:]} {
-		cols := &loader.Columns{Version: 3}
-		for _, cm := range tm.Columns {
-			cols.Cols = append(cols.Cols, cm.NewBuilder())
-		}
-		for _, row := range block {
-			for j, b := range cols.Cols {
-				cell, _ := row[j].(string)
-				if err := b.Append([]byte(cell), row[j] == nil); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want = append(want, conv(t, tm, row...))
-		}
+		cols, rows := blockOf(t, tm, 3, block)
+		want = append(want, rows...)
 		if err := send(cols); err != nil {
 			t.Fatal(err)
 		}
