@@ -131,10 +131,15 @@ func (b *wireBuilder[T]) markZero(zero bool) {
 func (b *wireBuilder[T]) Len() int { return len(b.vals) }
 
 func (b *wireBuilder[T]) Value(i int) any {
-	switch {
-	case b.nulls.null(i):
+	if b.nulls.null(i) {
 		return nil
-	case b.zeros != nil && b.zeros[i]:
+	}
+	return b.at(i)
+}
+
+// at is the i-th value as Convert makes it, Zero for a NULL.
+func (b *wireBuilder[T]) at(i int) T {
+	if b.zeros != nil && b.zeros[i] || b.nulls.null(i) {
 		return b.zero
 	}
 	return b.value(b.vals[i])
@@ -145,8 +150,7 @@ func (b *wireBuilder[T]) Value(i int) any {
 func (b *wireBuilder[T]) Typed() (any, bool) {
 	b.typed = b.typed[:0]
 	for i := range b.vals {
-		v, _ := b.Value(i).(T) // the zero T for NULL
-		b.typed = append(room(b.typed, 1), v)
+		b.typed = append(room(b.typed, 1), b.at(i))
 	}
 	if !b.col.Nullable {
 		return b.typed, true
