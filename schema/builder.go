@@ -42,6 +42,7 @@ func (c ColumnMap) NewBuilder() ColumnBuilder {
 type typedBuilder[T any] struct {
 	col   ColumnMap
 	parse parser[T]
+	bin   binParser[T] // nil when the column is read as text only
 	zero  T
 	vals  []T
 	nulls nullMap
@@ -52,6 +53,7 @@ type typedBuilder[T any] struct {
 func newTyped[T any](p parser[T]) func(ColumnMap) ColumnBuilder {
 	return func(c ColumnMap) ColumnBuilder {
 		b := &typedBuilder[T]{col: c, parse: p}
+		b.bin, _ = c.bin.(binParser[T])
 		if z, ok := c.zero.(T); ok {
 			b.zero = z
 		}
@@ -60,6 +62,18 @@ func newTyped[T any](p parser[T]) func(ColumnMap) ColumnBuilder {
 }
 
 func (b *typedBuilder[T]) Append(text []byte, null bool) error {
+	return b.add(b.parse, text, null)
+}
+
+func (b *typedBuilder[T]) AppendBinary(data []byte, null bool) error {
+	if b.bin == nil {
+		return b.col.noBinary()
+	}
+	return b.add(b.bin, data, null)
+}
+
+// add appends one value read by parse.
+func (b *typedBuilder[T]) add(parse func([]byte) (T, error), data []byte, null bool) error {
 	if null {
 		if err := b.nulls.addNull(b.col); err != nil {
 			return err
@@ -67,7 +81,7 @@ func (b *typedBuilder[T]) Append(text []byte, null bool) error {
 		b.vals = append(room(b.vals, 1), b.zero) // a NullAsDefault column's zero, or NULL's place
 		return nil
 	}
-	v, err := b.parse(text)
+	v, err := parse(data)
 	if err != nil {
 		return b.col.wrap(err)
 	}
@@ -203,9 +217,14 @@ type stringBuilder struct {
 	views []string  // Typed's values, when made since the last change
 	ptrs  []*string // and for a Nullable column, pointers to them
 	fresh bool      // views (and ptrs) are up to date
+	bin   binText   // nil when the column is read as text only
 }
 
-func newStringBuilder(c ColumnMap) ColumnBuilder { return &stringBuilder{col: c} }
+func newStringBuilder(c ColumnMap) ColumnBuilder {
+	b := &stringBuilder{col: c}
+	b.bin, _ = c.bin.(binText)
+	return b
+}
 
 func (b *stringBuilder) Append(text []byte, null bool) error {
 	if null && !b.col.Nullable && !b.col.nullZero {
@@ -213,6 +232,25 @@ func (b *stringBuilder) Append(text []byte, null bool) error {
 	}
 	b.nulls.add(b.col, null)
 	b.buf = append(room(b.buf, len(text)), text...) // a NULL is "" in the buffer
+	b.ends = append(room(b.ends, 1), len(b.buf))
+	b.fresh = false
+	return nil
+}
+
+func (b *stringBuilder) AppendBinary(data []byte, null bool) error {
+	if b.bin == nil {
+		return b.col.noBinary()
+	}
+	if null {
+		return b.Append(nil, true)
+	}
+	buf, err := b.bin(room(b.buf, len(data)), data)
+	if err != nil {
+		b.buf = b.buf[:b.start(len(b.ends))]
+		return b.col.wrap(err)
+	}
+	b.nulls.add(b.col, false)
+	b.buf = buf
 	b.ends = append(room(b.ends, 1), len(b.buf))
 	b.fresh = false
 	return nil

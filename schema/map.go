@@ -58,6 +58,8 @@ type kind struct {
 	// is typedCH (not one changed after newKind, as an enum's).
 	typed   func(ColumnMap) ColumnBuilder
 	typedCH string
+	// bin reads the type's binary form for the typed builder (binaryOf).
+	bin any
 }
 
 // newKind builds a kind from a typed parser, so that scalars and arrays of
@@ -117,11 +119,13 @@ func mapColumn(t Table, col Column, caps Capabilities) ColumnMap {
 		var ok bool
 		if k, ok = scalarKind(col.TypeOID, col.TypeBaseName, col.TypeMod, caps); !ok {
 			k, cm.Fallback = stringKind(), true
+		} else if k.bin == nil {
+			k.bin = binaryOf(col.TypeOID, caps)
 		}
 	}
 	cm.Type, cm.conv, cm.zero = k.chType, k.scalar, k.zero
 	if k.typed != nil && k.chType == k.typedCH {
-		cm.typed = k.typed
+		cm.typed, cm.bin = k.typed, k.bin
 	}
 	if !notNull {
 		cm.Type, cm.Nullable, cm.zero = nullable(cm.Type), true, nil
@@ -258,13 +262,16 @@ func numericKind(typmod int32, caps Capabilities) kind {
 		widest = maxDecimal256
 	}
 	if !ok || p > widest || s < 0 || s > p {
-		return stringKind()
+		k := stringKind()
+		k.bin = binText(appendNumericText)
+		return k
 	}
 	chType := "Decimal(" + strconv.Itoa(p) + ", " + strconv.Itoa(s) + ")"
 	k := newKind(chType, decimalParser(p, s), decimal.Decimal{})
 	if p <= maxScaled {
 		k.typed = newScaledBuilder(p, s)
 	}
+	k.bin = binaryNumeric(p, s)
 	return k
 }
 

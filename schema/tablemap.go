@@ -43,6 +43,7 @@ type ColumnMap struct {
 	Fallback bool
 	conv     converter
 	typed    func(ColumnMap) ColumnBuilder // a typed builder of a scalar, else nil
+	bin      any                           // the typed builder's binary reader (binaryOf), else nil
 	zero     any                           // what Zero returns
 	key      bool                          // part of the table's key
 	nullZero bool                          // a NULL becomes zero (Table.NullAsDefault)

@@ -32,6 +32,7 @@ const maxScaled = 18
 type wireBuilder[T any] struct {
 	col   ColumnMap
 	parse func(text []byte) (int64, error) // Convert's checks and errors
+	bin   binWire                          // the same of binary values; nil for text only
 	value func(v int64) T                  // Convert's value of an integer
 	zero  T                                // Zero
 	vals  []int64
@@ -43,23 +44,33 @@ type wireBuilder[T any] struct {
 
 // newScaledBuilder is the builder factory of Decimal(p, s), p <= 18.
 func newScaledBuilder(p, s int) func(ColumnMap) ColumnBuilder {
+	parse := scaledParser(p, s)
+	value := func(v int64) decimal.Decimal { return decimal.New(v, -int32(s)) }
+	return func(c ColumnMap) ColumnBuilder {
+		b := &wireBuilder[decimal.Decimal]{col: c, parse: parse, value: value}
+		b.bin, _ = c.bin.(binWire)
+		return b
+	}
+}
+
+// scaledParser parses numeric text into its value times 10^s after the
+// checks of decimalParser(p, s).
+func scaledParser(p, s int) func(text []byte) (int64, error) {
 	check := decimalCheck(p, s)
-	parse := func(text []byte) (int64, error) {
+	return func(text []byte) (int64, error) {
 		if err := check(text); err != nil {
 			return 0, err
 		}
 		return scaleDigits(text, s), nil
 	}
-	value := func(v int64) decimal.Decimal { return decimal.New(v, -int32(s)) }
-	return func(c ColumnMap) ColumnBuilder {
-		return &wireBuilder[decimal.Decimal]{col: c, parse: parse, value: value}
-	}
 }
 
 // newMicrosBuilder is the builder of DateTime64(6, 'UTC').
 func newMicrosBuilder(c ColumnMap) ColumnBuilder {
-	return &wireBuilder[time.Time]{col: c, parse: parseDateTime64Micros, zero: epoch(),
+	b := &wireBuilder[time.Time]{col: c, parse: parseDateTime64Micros, zero: epoch(),
 		value: func(us int64) time.Time { return time.UnixMicro(us).UTC() }}
+	b.bin, _ = c.bin.(binWire)
+	return b
 }
 
 // scaleDigits is checked numeric text ([-+]digits[.digits], at most p-s
@@ -89,6 +100,18 @@ func scaleDigits(text []byte, s int) int64 {
 }
 
 func (b *wireBuilder[T]) Append(text []byte, null bool) error {
+	return b.add(b.parse, text, null)
+}
+
+func (b *wireBuilder[T]) AppendBinary(data []byte, null bool) error {
+	if b.bin == nil {
+		return b.col.noBinary()
+	}
+	return b.add(b.bin, data, null)
+}
+
+// add appends one value read by parse.
+func (b *wireBuilder[T]) add(parse func([]byte) (int64, error), data []byte, null bool) error {
 	if null {
 		if err := b.nulls.addNull(b.col); err != nil {
 			return err
@@ -97,7 +120,7 @@ func (b *wireBuilder[T]) Append(text []byte, null bool) error {
 		b.vals = append(room(b.vals, 1), 0)
 		return nil
 	}
-	v, err := b.parse(text)
+	v, err := parse(data)
 	if err != nil {
 		return b.col.wrap(err)
 	}
