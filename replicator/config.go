@@ -75,6 +75,13 @@ type Config struct {
 	// memory. Default min(4, 2*GOMAXPROCS); 1 copies one table at a time on
 	// one connection.
 	CopyWorkers int
+	// CopyText makes the initial copy read every table in COPY's text
+	// format. By default a table whose columns all have a binary reader
+	// (schema.ColumnMap.Binary: integers, floats, bool, numeric, text
+	// types, json, jsonb, bytea, uuid, date, time and timestamps) is read
+	// in binary format, which PostgreSQL writes and ferry reads with less
+	// work; the values are the same.
+	CopyText bool
 	// Logger receives progress and warnings. Default zap.NewNop().
 	Logger *zap.Logger
 	// Observer is told about changes, flushes and positions, for metrics.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,9 @@ type copyJob struct {
 	// any row is written to it.
 	planned func()
 
+	// binary: the table is read in COPY's binary format (set by copyJobs).
+	binary bool
+
 	total uint64        // the planner's estimate of the rows, for progress
 	start time.Time     // when the copy of the table began
 	seq   atomic.Uint64 // rows handed a Seq so far
@@ -87,6 +91,9 @@ func (r *Replicator) copyJobs(ctx context.Context, conn *pgx.Conn, snapshot stri
 	workers := r.cfg.CopyWorkers
 	if snapshot == "" {
 		workers = 1
+	}
+	for _, j := range jobs {
+		j.binary = !r.cfg.CopyText && j.readsBinary()
 	}
 	c := &copier{r: r}
 	if cw, ok := r.sink.(concurrentWriter); ok {
@@ -268,7 +275,7 @@ func (c *copier) finished(j *copyJob, ranges int) {
 	c.r.cfg.Observer.SnapshotProgress(j.rel.ref.String(), j.rows, j.total, true)
 	took := time.Since(j.start)
 	c.r.log.Info("copied table", zap.Stringer("table", j.rel.ref), zap.Uint64("rows", j.rows), zap.Duration("took", took),
-		zap.Float64("rows_per_s", float64(j.rows)/took.Seconds()))
+		zap.Float64("rows_per_s", float64(j.rows)/took.Seconds()), zap.String("format", copyFormat(j.binary)))
 }
 
 // work copies tasks from queue on conn until none is left. The
@@ -336,8 +343,12 @@ func (w *copyWorker) copyRange(ctx context.Context, t copyTask) error {
 		w.cols, w.colsOf = j.columns(), j
 	}
 	cols := w.cols
-	reader := &copyReader{row: func(fields [][]byte) error {
-		size, err := j.rel.copyColumns(cols, fields, j.src.from)
+	var bins []schema.BinaryBuilder
+	if j.binary {
+		bins = binaryBuilders(cols)
+	}
+	row := func(fields [][]byte) error {
+		size, err := j.rel.copyColumns(cols, bins, fields, j.src.from)
 		if err != nil {
 			return err
 		}
@@ -346,8 +357,15 @@ func (w *copyWorker) copyRange(ctx context.Context, t copyTask) error {
 			return w.flush(ctx)
 		}
 		return nil
-	}}
-	sql := copySQL(j.src.table, j.src.read, t.rng, j.src.where)
+	}
+	var reader interface {
+		io.Writer
+		Close() error
+	} = &copyReader{row: row}
+	if bins != nil {
+		reader = &copyBinaryReader{row: row}
+	}
+	sql := copySQL(j.src.table, j.src.read, t.rng, j.src.where, bins != nil)
 	if _, err := w.conn.PgConn().CopyTo(ctx, reader, sql); err != nil {
 		return fmt.Errorf("initial copy of %s: %w", j.rel.ref, err)
 	}
@@ -356,6 +374,37 @@ func (w *copyWorker) copyRange(ctx context.Context, t copyTask) error {
 	}
 	w.ranges++
 	return nil
+}
+
+func copyFormat(binary bool) string {
+	if binary {
+		return "binary"
+	}
+	return "text"
+}
+
+// readsBinary reports whether every column the job reads takes
+// PostgreSQL's binary form (a placeholder column reads nothing).
+func (j *copyJob) readsBinary() bool {
+	if len(j.src.read) == 0 {
+		return false
+	}
+	for i, c := range j.rel.tm.Columns {
+		if j.src.from[i] >= 0 && !c.Binary() {
+			return false
+		}
+	}
+	return true
+}
+
+// binaryBuilders returns cols' builders as BinaryBuilders, which the
+// builders of columns that are Binary are.
+func binaryBuilders(cols *loader.Columns) []schema.BinaryBuilder {
+	bins := make([]schema.BinaryBuilder, len(cols.Cols))
+	for i, b := range cols.Cols {
+		bins[i], _ = b.(schema.BinaryBuilder)
+	}
+	return bins
 }
 
 // columns makes empty Columns for the job's rows: converted by the

@@ -48,7 +48,7 @@ func TestCopySQLFilter(t *testing.T) {
 		{pageRange{from: 5, to: 9}, "a > 1 OR a < 0", `COPY (SELECT "a" FROM "public"."t" WHERE (a > 1 OR a < 0) AND ctid >= '(5,0)'::tid AND ctid < '(9,0)'::tid) TO STDOUT`},
 		{pageRange{to: 9}, "", `COPY (SELECT "a" FROM "public"."t" WHERE ctid < '(9,0)'::tid) TO STDOUT`},
 	} {
-		if got := copySQL(ref, []string{"a"}, c.rng, c.where); got != c.want {
+		if got := copySQL(ref, []string{"a"}, c.rng, c.where, false); got != c.want {
 			t.Errorf("got  %s\nwant %s", got, c.want)
 		}
 	}

@@ -26,7 +26,7 @@ func ScanTable(ctx context.Context, connString string, tm *schema.TableMap, fn f
 		}
 		return fn(vals)
 	}}
-	sql := copySQL(src.table, src.read, pageRange{}, src.where)
+	sql := copySQL(src.table, src.read, pageRange{}, src.where, false)
 	if _, err := conn.PgConn().CopyTo(ctx, reader, sql); err != nil {
 		return fmt.Errorf("read %s: %w", ref, err)
 	}

@@ -282,7 +282,7 @@ func (rel *relation) copyValues(vals []any, fields [][]byte, from []int) (int, e
 		f := fields[j]
 		v, err := cols[i].Convert(f, f == nil)
 		if err != nil {
-			return 0, fmt.Errorf("copy of %s, row %s: %w", rel.ref, rel.copyKey(fields, from), err)
+			return 0, fmt.Errorf("copy of %s, row %s: %w", rel.ref, rel.copyKey(fields, from, false), err)
 		}
 		vals[i] = v
 		size += len(f)
@@ -292,7 +292,9 @@ func (rel *relation) copyValues(vals []any, fields [][]byte, from []int) (int, e
 
 // copyColumns converts one COPY row into cols, as copyValues does, and
 // returns the row's estimated size. A FullRow table's row gets its key.
-func (rel *relation) copyColumns(cols *loader.Columns, fields [][]byte, from []int) (int, error) {
+// bins, when not nil, are cols' builders as BinaryBuilders: the fields are
+// in COPY's binary format.
+func (rel *relation) copyColumns(cols *loader.Columns, bins []schema.BinaryBuilder, fields [][]byte, from []int) (int, error) {
 	size := 16 * len(cols.Cols)
 	n := cols.Len()
 	for i, b := range cols.Cols {
@@ -306,9 +308,15 @@ func (rel *relation) copyColumns(cols *loader.Columns, fields [][]byte, from []i
 			return 0, fmt.Errorf("copy of %s: got %d fields, want at least %d", rel.ref, len(fields), j+1)
 		}
 		f := fields[j]
-		if err := b.Append(f, f == nil); err != nil {
+		var err error
+		if bins != nil {
+			err = bins[i].AppendBinary(f, f == nil)
+		} else {
+			err = b.Append(f, f == nil)
+		}
+		if err != nil {
 			cols.Truncate(n)
-			return 0, fmt.Errorf("copy of %s, row %s: %w", rel.ref, rel.copyKey(fields, from), err)
+			return 0, fmt.Errorf("copy of %s, row %s: %w", rel.ref, rel.copyKey(fields, from, bins != nil), err)
 		}
 		size += len(f)
 	}
@@ -323,13 +331,22 @@ func (rel *relation) copyColumns(cols *loader.Columns, fields [][]byte, from []i
 	return size, nil
 }
 
-// copyKey describes a COPY row by its key, as the stream's errors do.
-func (rel *relation) copyKey(fields [][]byte, from []int) string {
+// copyKey describes a COPY row by its key, as the stream's errors do; a
+// binary row's key values are read and written as text first.
+func (rel *relation) copyKey(fields [][]byte, from []int, binary bool) string {
 	return rel.keyText(func(k int) ([]byte, bool) {
-		if j := from[k]; j >= 0 && j < len(fields) {
+		j := from[k]
+		if j < 0 || j >= len(fields) {
+			return nil, false
+		}
+		if !binary {
 			return fields[j], true
 		}
-		return nil, false
+		b, ok := rel.tm.Columns[k].NewBuilder().(schema.BinaryBuilder)
+		if !ok || b.AppendBinary(fields[j], fields[j] == nil) != nil {
+			return nil, false
+		}
+		return []byte(schema.Canonical(b.Value(0))), true
 	})
 }
 
@@ -337,8 +354,9 @@ func (rel *relation) copyKey(fields [][]byte, from []int) string {
 // where (any when ""); the SELECT form also works for a partitioned table,
 // whose rows live in its partitions. With no columns it still reads one
 // (empty) field per row. The filter is one more condition beside the
-// range's: the ranges still split the rows it keeps exactly.
-func copySQL(ref tableRef, cols []string, rng pageRange, where string) string {
+// range's: the ranges still split the rows it keeps exactly. binary asks
+// for COPY's binary format.
+func copySQL(ref tableRef, cols []string, rng pageRange, where string, binary bool) string {
 	list := "''"
 	if len(cols) > 0 {
 		quoted := make([]string, len(cols))
@@ -355,7 +373,11 @@ func copySQL(ref tableRef, cols []string, rng pageRange, where string) string {
 			cond = " WHERE (" + where + ") AND" + cond[len(" WHERE"):]
 		}
 	}
-	return fmt.Sprintf("COPY (SELECT %s FROM %s%s) TO STDOUT", list, ref.quoted(), cond)
+	format := ""
+	if binary {
+		format = " (FORMAT binary)"
+	}
+	return fmt.Sprintf("COPY (SELECT %s FROM %s%s) TO STDOUT%s", list, ref.quoted(), cond, format)
 }
 
 func (r tableRef) quoted() string { return schema.QuotePG(r.Schema) + "." + schema.QuotePG(r.Name) }
