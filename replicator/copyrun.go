@@ -79,9 +79,10 @@ type copier struct {
 	left       []copyTask     // tasks other workers could not lock the table of
 }
 
-// copyJobs copies the tables of jobs with COPY ... TO STDOUT in text
-// format, the same text forms pgoutput sends, through the same converters.
-// It empties each target first. conn is in the transaction whose snapshot
+// copyJobs copies the tables of jobs with COPY ... TO STDOUT: in text
+// format, the same text forms pgoutput sends, through the same converters,
+// or in binary format where every column has a binary reader that gives
+// the same values (schema.ColumnMap.Binary; Config.CopyText). It empties each target first. conn is in the transaction whose snapshot
 // the copy reads; with Config.CopyWorkers above one, further connections
 // import snapshot (exported by that transaction or the slot) and read a big
 // table's page ranges side by side: under one snapshot each visible row
