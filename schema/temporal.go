@@ -131,6 +131,14 @@ func parseDate(text []byte, chType string) (int64, error) {
 // parseTimestamp parses "Y-MM-DD HH:MM:SS[.ffffff][±HH[:MM[:SS]]][ BC]"
 // into microseconds since 1970-01-01 00:00:00 UTC, applying the offset.
 func parseTimestamp(text []byte, chType string) (int64, error) {
+	if us, ok := isoTimestamp(text); ok {
+		return us, nil
+	}
+	return parseAnyTimestamp(text, chType)
+}
+
+// parseAnyTimestamp is parseTimestamp without the fast path.
+func parseAnyTimestamp(text []byte, chType string) (int64, error) {
 	if isInfinity(text) {
 		return 0, unrepresentable(chType, text)
 	}
@@ -152,6 +160,51 @@ func parseTimestamp(text []byte, chType string) (int64, error) {
 		return 0, unrepresentable(chType, text)
 	}
 	return us, nil
+}
+
+// isoTimestamp is parseTimestamp's fast path, for the text PostgreSQL
+// writes for ferry's sessions (DateStyle ISO, TimeZone UTC) of a year from
+// 1000 to 9999: "YYYY-MM-DD HH:MM:SS[.f{1,6}][+00]". ok is false for any
+// other text, which the general parser then reads.
+func isoTimestamp(t []byte) (us int64, ok bool) {
+	n := len(t)
+	if n >= 3 && t[n-3] == '+' && t[n-2] == '0' && t[n-1] == '0' {
+		n -= 3
+	}
+	if n < 19 || t[4] != '-' || t[7] != '-' || t[10] != ' ' || t[13] != ':' || t[16] != ':' {
+		return 0, false
+	}
+	var digits [14]int64
+	for i, at := range [14]int{0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18} {
+		c := t[at]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		digits[i] = int64(c - '0')
+	}
+	year := digits[0]*1000 + digits[1]*100 + digits[2]*10 + digits[3]
+	month, day := digits[4]*10+digits[5], digits[6]*10+digits[7]
+	h, m, s := digits[8]*10+digits[9], digits[10]*10+digits[11], digits[12]*10+digits[13]
+	if year < 1000 || month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month) || h > 23 || m > 59 || s > 59 {
+		return 0, false
+	}
+	var frac int64
+	if n > 19 {
+		f := t[19:n]
+		if f[0] != '.' || len(f) < 2 || len(f) > 7 {
+			return 0, false
+		}
+		for _, c := range f[1:] {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			frac = frac*10 + int64(c-'0')
+		}
+		for range 7 - len(f) {
+			frac *= 10
+		}
+	}
+	return daysFromCivil(year, month, day)*microsPerDay + ((h*60+m)*60+s)*microsPerSecond + frac, true
 }
 
 // dayMicros is days*microsPerDay + us; ok is false on int64 overflow.

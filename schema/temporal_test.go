@@ -169,3 +169,36 @@ func FuzzTimestampText(f *testing.F) {
 		}
 	})
 }
+
+// FuzzISOTimestamp: whatever text the fast path reads, the general parser
+// reads to the same microseconds.
+func FuzzISOTimestamp(f *testing.F) {
+	for _, s := range []string{"2024-01-02 03:04:05.123456+00", "2024-01-02 03:04:05", "1000-01-01 00:00:00.1",
+		"9999-12-31 23:59:59.999999+00", "2024-02-30 00:00:00", "2024-01-02 24:00:00", "0999-01-01 00:00:00",
+		"2024-01-02 03:04:05.1234567", "2024-01-02 03:04:05.+00", "2024-01-02 03:04:05+01", "2024-01-02 03:04:05 BC",
+		"2024-01-02T03:04:05", "2O24-01-02 03:04:05", "2024-01-02 03:04:05.-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fast, ok := isoTimestamp([]byte(s))
+		general, err := parseAnyTimestamp([]byte(s), "Int64")
+		if ok && (err != nil || fast != general) {
+			t.Fatalf("%q: fast path %d, general parser %d, %v", s, fast, general, err)
+		}
+	})
+}
+
+// TestISOTimestampTakesPostgresText: PostgreSQL's text of a timestamp of
+// the years 1000 to 9999, with and without timestamptz's "+00", takes the
+// fast path.
+func TestISOTimestampTakesPostgresText(t *testing.T) {
+	for _, us := range []int64{0, 1, -1, 1_700_000_000_123_456, -30_610_224_000_000_000, 253_402_300_799_999_999, 951_782_400_500_000} {
+		tm := time.UnixMicro(us).UTC()
+		for _, text := range []string{pgTimestampText(tm), pgTimestampText(tm) + "+00"} {
+			got, ok := isoTimestamp([]byte(text))
+			if !ok || got != us {
+				t.Errorf("%q: fast path %d, %v; want %d", text, got, ok, us)
+			}
+		}
+	}
+}
