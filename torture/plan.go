@@ -28,6 +28,7 @@ type Plan struct {
 	Setup       bool   // ferry setup (DDL capture) before the first start
 	Streaming   string // ferry run --streaming
 	CopyWorkers int
+	CopyText    bool // ferry run --copy-text (a round in four, from a stream of its own)
 	Sessions    int
 	Schema      []string // CREATE statements
 	TextColumns []string
@@ -89,6 +90,8 @@ func NewPlan(seed, round uint64, legacy bool, sz Size) *Plan {
 	r := rand.New(rand.NewPCG(seed, round))
 	p := &Plan{Seed: seed, Round: round, Legacy: legacy, Setup: r.IntN(2) == 0,
 		Streaming: []string{"auto", "on", "off"}[r.IntN(3)], CopyWorkers: 1 + r.IntN(3), Sessions: 2 + r.IntN(3)}
+	// Drawn apart so that adding it left every other draw of a seed as it was.
+	p.CopyText = rand.New(rand.NewPCG(seed^0x636f70797465787, round)).IntN(4) == 0
 	g := &gen{r: r, legacy: legacy, setup: p.Setup, avoid: map[string]bool{}}
 	for _, k := range sz.Avoid {
 		// The first two are bugs of ClickHouse >= 22.8's types only.
@@ -163,6 +166,9 @@ func (p *Plan) Script() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "-- ferry torture: seed %d round %d, ClickHouse %s\n", p.Seed, p.Round, map[bool]string{true: "legacy (< 22.8)", false: "modern"}[p.Legacy])
 	fmt.Fprintf(&b, "-- ferry run flags: --streaming %s --copy-workers %d", p.Streaming, p.CopyWorkers)
+	if p.CopyText {
+		b.WriteString(" --copy-text")
+	}
 	if len(p.TextColumns) > 0 {
 		fmt.Fprintf(&b, " --text-columns %q", strings.Join(p.TextColumns, ","))
 	}

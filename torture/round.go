@@ -158,6 +158,9 @@ func (e *env) runArgs(p *Plan, pgURL, chURL string) []string {
 	} else {
 		a = append(a, "--ch", chURL)
 	}
+	if p.CopyText {
+		a = append(a, "--copy-text")
+	}
 	if len(p.TextColumns) > 0 {
 		a = append(a, "--text-columns", strings.Join(p.TextColumns, ","))
 	}
