@@ -1,9 +1,7 @@
 package replicator
 
 import (
-	"context"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -27,17 +25,7 @@ func userTimeoutOf(t *testing.T, c net.Conn) int {
 // replication one, carry TCP_USER_TIMEOUT (a minute, or the URL's
 // tcp_user_timeout), and a bad tcp_user_timeout is refused by name.
 func TestConnOptions(t *testing.T) {
-	url := os.Getenv("FERRY_PG_URL")
-	if url == "" {
-		t.Skip("FERRY_PG_URL is not set: run `make stack-up` and `. .stack/env` (make test does both)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	ctx, url, conn := stackConn(t, 30*time.Second)
 	if got := userTimeoutOf(t, conn.PgConn().Conn()); got != 60000 {
 		t.Errorf("SQL connection: TCP_USER_TIMEOUT = %d ms, want 60000", got)
 	}

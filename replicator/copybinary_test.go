@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -63,17 +62,7 @@ var binaryCases = []struct {
 // the same value, or the same error, from both; and the binary reader to
 // give the same rows however the stream is cut between writes.
 func TestCopyBinaryMatchesText(t *testing.T) {
-	url := os.Getenv("FERRY_PG_URL")
-	if url == "" {
-		t.Skip("FERRY_PG_URL is not set: run `make stack-up` and `. .stack/env` (make test does both)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	conn, err := connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	ctx, _, conn := stackConn(t, 2*time.Minute)
 	name := fmt.Sprintf("binary_%d", time.Now().UnixNano())
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package replicator
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -19,17 +18,7 @@ import (
 // "partition ... was truncated or rewritten" right after the copy, at
 // every restart).
 func TestRecheckTakesLeavesOfSnapshot(t *testing.T) {
-	url := os.Getenv("FERRY_PG_URL")
-	if url == "" {
-		t.Skip("FERRY_PG_URL is not set: run `make stack-up` and `. .stack/env` (make test does both)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	ctx, url, conn := stackConn(t, time.Minute)
 	fresh, err := connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)

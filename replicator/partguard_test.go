@@ -3,7 +3,6 @@ package replicator
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -27,17 +26,7 @@ import (
 // commits only by chance in a live run. A TRUNCATE of one partition must
 // still stop it.
 func TestPartGuardSecondRootTruncate(t *testing.T) {
-	url := os.Getenv("FERRY_PG_URL")
-	if url == "" {
-		t.Skip("FERRY_PG_URL is not set: run `make stack-up` and `. .stack/env` (make test does both)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	conn, err := connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	ctx, url, conn := stackConn(t, 2*time.Minute)
 	name := fmt.Sprintf("guard_%d", time.Now().UnixNano())
 	exec := func(sql string) {
 		t.Helper()
