@@ -78,7 +78,7 @@ type Config struct {
 	// CopyText makes the initial copy read every table in COPY's text
 	// format. By default a table whose columns all have a binary reader
 	// (schema.ColumnMap.Binary: integers, floats, bool, numeric, text
-	// types, json, jsonb, bytea, uuid, date, time and timestamps) is read
+	// types, json, jsonb, bytea, uuid, date, time, timestamps and enums) is read
 	// in binary format, which PostgreSQL writes and ferry reads with less
 	// work; the values are the same.
 	CopyText bool

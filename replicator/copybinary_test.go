@@ -54,6 +54,7 @@ var binaryCases = []struct {
 	{"timestamptz", []string{"'2000-01-01 00:00:00+00'", "'2020-06-01 12:00:00+05'", "'1899-12-31 23:59:59.999999+00'",
 		"'2299-12-31 23:59:59.999999+00'", "'infinity'", "'-infinity'", "'0001-01-01 00:00:00+00 BC'", "'294276-12-31 23:59:59+00'"}},
 	{"time", []string{"'00:00:00'", "'24:00:00'", "'12:34:56.789'", "'23:59:59.999999'"}},
+	{"SCHEMA.mood", []string{"'sad'", "'it''s ✓'"}}, // an enum, made in the test's schema
 }
 
 // TestCopyBinaryMatchesText copies each value of binaryCases in COPY's
@@ -68,6 +69,9 @@ func TestCopyBinaryMatchesText(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE")
+	if _, err := conn.Exec(ctx, "CREATE TYPE "+name+".mood AS ENUM ('sad', 'it''s ✓')"); err != nil {
+		t.Fatal(err)
+	}
 	errorsSeen := 0
 	for i, c := range binaryCases {
 		table := fmt.Sprintf("%s.t%d", name, i)
@@ -77,13 +81,13 @@ func TestCopyBinaryMatchesText(t *testing.T) {
 		}
 		rows = append(rows, "(NULL)")
 		if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (id serial PRIMARY KEY, v %s); INSERT INTO %s (v) VALUES %s",
-			table, c.typ, table, strings.Join(rows, ", "))); err != nil {
+			table, strings.Replace(c.typ, "SCHEMA", name, 1), table, strings.Join(rows, ", "))); err != nil {
 			t.Fatalf("%s: %v", c.typ, err)
 		}
 		var col schema.Column
 		col.Name = "v"
-		if err := conn.QueryRow(ctx, "SELECT atttypid, atttypmod FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'v'",
-			table).Scan(&col.TypeOID, &col.TypeMod); err != nil {
+		if err := conn.QueryRow(ctx, `SELECT atttypid, atttypmod, typtype = 'e' FROM pg_attribute JOIN pg_type ON pg_type.oid = atttypid
+			WHERE attrelid = $1::regclass AND attname = 'v'`, table).Scan(&col.TypeOID, &col.TypeMod, &col.Enum); err != nil {
 			t.Fatal(err)
 		}
 		var text, bin bytes.Buffer

@@ -25,11 +25,12 @@ var (
 	_ BinaryBuilder = (*typedBuilder[int64])(nil)
 	_ BinaryBuilder = (*wireBuilder[time.Time])(nil)
 	_ BinaryBuilder = (*stringBuilder)(nil)
+	_ BinaryBuilder = (*anyBuilder)(nil)
 )
 
 // Binary reports whether the column's builder takes PostgreSQL's binary
 // form of its type (NewBuilder returns a BinaryBuilder).
-func (c ColumnMap) Binary() bool { return c.typed != nil && c.bin != nil }
+func (c ColumnMap) Binary() bool { return c.bin != nil }
 
 // noBinary is AppendBinary's error on a column Binary turns down.
 func (c ColumnMap) noBinary() error {
@@ -94,7 +95,7 @@ func binaryOf(oid uint32, caps Capabilities) any {
 	case oidBytea:
 		return binParser[string](func(b []byte) (string, error) { return string(b), nil })
 	case oidText, oidVarchar, oidBpchar, oidName, oidJSON:
-		return binText(func(dst, b []byte) ([]byte, error) { return append(dst, b...), nil })
+		return binText(appendBytes)
 	case oidJSONB:
 		return binText(func(dst, b []byte) ([]byte, error) {
 			if len(b) == 0 || b[0] != 1 {
@@ -117,6 +118,9 @@ func binaryOf(oid uint32, caps Capabilities) any {
 	}
 	return nil
 }
+
+// appendBytes reads a type whose binary form is its text.
+func appendBytes(dst, b []byte) ([]byte, error) { return append(dst, b...), nil }
 
 // fixed is the big-endian integer of a value of n bytes.
 func fixed(b []byte, n int, typ string) (int64, error) {

@@ -183,8 +183,9 @@ func (m *nullMap) truncate(n int) {
 
 // anyBuilder holds values as Convert returns them.
 type anyBuilder struct {
-	col  ColumnMap
-	vals []any
+	col     ColumnMap
+	vals    []any
+	scratch []byte // AppendBinary's text
 }
 
 func (b *anyBuilder) Append(text []byte, null bool) error {
@@ -194,6 +195,24 @@ func (b *anyBuilder) Append(text []byte, null bool) error {
 	}
 	b.vals = append(b.vals, v)
 	return nil
+}
+
+// AppendBinary converts the text of a type whose binary form is text (an
+// enum's label).
+func (b *anyBuilder) AppendBinary(data []byte, null bool) error {
+	bin, ok := b.col.bin.(binText)
+	if !ok {
+		return b.col.noBinary()
+	}
+	if null {
+		return b.Append(nil, true)
+	}
+	text, err := bin(b.scratch[:0], data)
+	if err != nil {
+		return b.col.wrap(err)
+	}
+	b.scratch = text
+	return b.Append(text, false)
 }
 
 func (b *anyBuilder) AppendZero()        { b.vals = append(b.vals, b.col.Zero()) }

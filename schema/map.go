@@ -126,6 +126,8 @@ func mapColumn(t Table, col Column, caps Capabilities) ColumnMap {
 	cm.Type, cm.conv, cm.zero = k.chType, k.scalar, k.zero
 	if k.typed != nil && k.chType == k.typedCH {
 		cm.typed, cm.bin = k.typed, k.bin
+	} else if _, ok := k.bin.(binText); ok {
+		cm.bin = k.bin // the text itself, which the []any builder converts
 	}
 	if !notNull {
 		cm.Type, cm.Nullable, cm.zero = nullable(cm.Type), true, nil
@@ -164,6 +166,7 @@ func arrayKind(col Column, caps Capabilities, notNull bool) (k kind, fallback bo
 // enumKind maps an enum: LowCardinality(String) where the server has it.
 func enumKind(caps Capabilities) kind {
 	k := stringKind()
+	k.bin = binText(appendBytes) // an enum's binary form is its label
 	if caps.LowCardinality {
 		k.chType = "LowCardinality(String)"
 	}

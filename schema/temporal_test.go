@@ -202,3 +202,21 @@ func TestISOTimestampTakesPostgresText(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParseTimestamp: the text of a timestamptz through the fast path
+// and through the general parser.
+func BenchmarkParseTimestamp(b *testing.B) {
+	text := []byte("2024-01-02 03:04:05.123456+00")
+	for _, p := range []struct {
+		name  string
+		parse func([]byte, string) (int64, error)
+	}{{"fast", parseTimestamp}, {"general", parseAnyTimestamp}} {
+		b.Run(p.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := p.parse(text, "Int64"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
