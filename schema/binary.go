@@ -29,7 +29,9 @@ var (
 )
 
 // Binary reports whether the column's builder takes PostgreSQL's binary
-// form of its type (NewBuilder returns a BinaryBuilder).
+// form of its type: NewBuilder's builder is a BinaryBuilder of every
+// column, but only these have a reader (Map sets it for the typed
+// builders, and for an enum's []any one).
 func (c ColumnMap) Binary() bool { return c.bin != nil }
 
 // noBinary is AppendBinary's error on a column Binary turns down.
@@ -40,7 +42,8 @@ func (c ColumnMap) noBinary() error {
 // A binary reader of a kind, by the builder that uses it:
 //   - binParser[T]: a typedBuilder[T]'s values;
 //   - binWire: a wireBuilder's wire integers;
-//   - binText: a stringBuilder's text, appended to its buffer.
+//   - binText: a stringBuilder's text, appended to its buffer (or the
+//     text an anyBuilder converts).
 type (
 	binParser[T any] func(data []byte) (T, error)
 	binWire          func(data []byte) (int64, error)
