@@ -322,35 +322,24 @@ func scaledNumeric(b []byte, p, s int) (int64, bool) {
 	if err != nil || (h.sign != numericPos && h.sign != numericNeg) {
 		return 0, false
 	}
-	limit := int64(1)
-	for range p {
-		limit *= 10
-	}
+	limit := pow10[p]
 	var v int64
 	for i := range h.ndigits {
 		d := h.digit(i)
-		if d > 9999 {
-			return 0, false
-		}
 		e := 4*(h.weight-i) + s // the digit's power of ten in units of 10^-s
 		switch {
 		case d == 0:
+		case d > 9999:
+			return 0, false
 		case e < 0:
-			div := int64(1)
-			for range min(-e, 5) {
-				div *= 10
-			}
-			if d%div != 0 {
+			if e < -4 || d%pow10[-e] != 0 {
 				return 0, false // digits past the scale
 			}
-			v += d / div
-		case e > maxScaled:
-			return 0, false
+			v += d / pow10[-e]
+		case e >= p || d > (limit-1)/pow10[e]:
+			return 0, false // d*10^e alone is past the precision (and may not fit an int64)
 		default:
-			for range e {
-				d *= 10
-			}
-			v += d
+			v += d * pow10[e]
 		}
 		if v >= limit {
 			return 0, false
@@ -361,6 +350,15 @@ func scaledNumeric(b []byte, p, s int) (int64, bool) {
 	}
 	return v, true
 }
+
+// pow10 holds 10^0 to 10^18.
+var pow10 = func() (t [maxScaled + 1]int64) {
+	t[0] = 1
+	for i := 1; i < len(t); i++ {
+		t[i] = t[i-1] * 10
+	}
+	return t
+}()
 
 // appendNumericText appends numeric_out's text of binary numeric b.
 func appendNumericText(dst, b []byte) ([]byte, error) {

@@ -38,6 +38,12 @@ func TestScaledNumeric(t *testing.T) {
 		{"NaN", numericBinary(0, numericNaN, 0), 10, 2, 0, false},
 		{"10^40", numericBinary(10, numericPos, 0, 1), 18, 0, 0, false},
 		{"a digit over 9999", numericBinary(0, numericPos, 0, 10000), 18, 0, 0, false},
+		// 1845 * 10^16 wraps around an int64 to 3255926290448384, below
+		// 10^18: refused before it is multiplied.
+		{"1845 * 10^16, past int64", numericBinary(4, numericPos, 0, 1845), 18, 0, 0, false},
+		{"999999999999999999", numericBinary(4, numericPos, 0, 99, 9999, 9999, 9999, 9999), 18, 0, 999999999999999999, true},
+		{"-0.0001 at scale 4", numericBinary(-1, numericNeg, 4, 1), 18, 4, -1, true},
+		{"0.00001 at scale 4", numericBinary(-2, numericPos, 5, 1000), 18, 4, 0, false},
 		{"short", []byte{0, 1}, 10, 2, 0, false},
 	} {
 		got, ok := scaledNumeric(c.b, c.p, c.s)
