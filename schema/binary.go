@@ -178,7 +178,7 @@ func binaryDate(caps Capabilities) any {
 		return binParser[time.Time](func(b []byte) (time.Time, error) {
 			d, finite, err := days(b)
 			if err != nil || !finite || d < minCHDay || d > maxCHDay {
-				return time.Time{}, orText(err, parseDate32, appendDateText(nil, d, finite))
+				return viaText(err, parseDate32, appendDateText(nil, d, finite))
 			}
 			return time.Unix(d*86_400, 0).UTC(), nil
 		})
@@ -186,8 +186,7 @@ func binaryDate(caps Capabilities) any {
 	return binParser[int32](func(b []byte) (int32, error) {
 		d, finite, err := days(b)
 		if err != nil || !finite {
-			v, perr := parseDateDays(appendDateText(nil, d, finite))
-			return v, orErr(err, perr)
+			return viaText(err, parseDateDays, appendDateText(nil, d, finite))
 		}
 		return int32(d), nil // any finite date fits (parseDateDays)
 	})
@@ -214,7 +213,7 @@ func binaryTimestamp(tz bool, caps Capabilities) any {
 		return binWire(func(b []byte) (int64, error) {
 			us, fast, err := micros(b)
 			if !fast || us < minCHDay*microsPerDay || us >= (maxCHDay+1)*microsPerDay {
-				return 0, orText(err, parseDateTime64Micros, slow(b, err))
+				return viaText(err, parseDateTime64Micros, slow(b, err))
 			}
 			return us, nil
 		})
@@ -222,30 +221,21 @@ func binaryTimestamp(tz bool, caps Capabilities) any {
 	return binParser[int64](func(b []byte) (int64, error) {
 		us, fast, err := micros(b)
 		if !fast {
-			v, perr := parseTimestampMicros(slow(b, err))
-			return v, orErr(err, perr)
+			return viaText(err, parseTimestampMicros, slow(b, err))
 		}
 		return us, nil
 	})
 }
 
-// orText is err, else the error of parsing text (the value in
-// PostgreSQL's text form), which the fast path turned down.
-func orText[T any](err error, parse func([]byte) (T, error), text []byte) error {
+// viaText is err when the binary value could not be read, else what
+// parsing text (the value in PostgreSQL's text form, which the fast path
+// left) gives: the text path's value or error.
+func viaText[T any](err error, parse func([]byte) (T, error), text []byte) (T, error) {
 	if err != nil {
-		return err
+		var zero T
+		return zero, err
 	}
-	if _, err := parse(text); err != nil {
-		return err
-	}
-	return fmt.Errorf("binary value %q refused but its text is valid", text)
-}
-
-func orErr(first, second error) error {
-	if first != nil {
-		return first
-	}
-	return second
+	return parse(text)
 }
 
 // binaryNumeric is the reader of numeric(p, s) into Decimal(p, s):
