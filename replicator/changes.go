@@ -2,6 +2,7 @@ package replicator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -96,7 +97,10 @@ func (s *stream) update(m *pglogrepl.UpdateMessage, version uint64) error {
 	if rel.tm.Source.FullRow {
 		return s.updateFullRow(rel, old, m.NewTuple, version)
 	}
-	oldVals := rel.oldValues(old) // the whole old row, sent for REPLICA IDENTITY FULL
+	oldVals, err := rel.oldValues(old) // the whole old row, sent for REPLICA IDENTITY FULL
+	if err != nil {
+		return err
+	}
 	if m.OldTuple != nil && !rel.tm.Source.AppendOnly && rel.keyChanged(m.OldTuple, m.NewTuple) {
 		gone, err := rel.keyValues(m.OldTuple)
 		if err != nil {
@@ -127,15 +131,21 @@ func (s *stream) update(m *pglogrepl.UpdateMessage, version uint64) error {
 // identity logged only the key, so the other columns come as NULL, NOT
 // NULL ones too. Such a row, which says nothing true of the columns beyond
 // the key, is left out.
-func (r *relation) oldValues(old *pglogrepl.TupleData) []any {
+//
+// The one error it returns is a binary value ferry cannot read, which
+// starts the stream again in text (errStreamText).
+func (r *relation) oldValues(old *pglogrepl.TupleData) ([]any, error) {
 	if old == nil {
-		return nil
+		return nil, nil
 	}
 	vals, _, err := r.values(old, nil)
-	if err != nil {
-		return nil
+	if errors.Is(err, errStreamText) {
+		return nil, err
 	}
-	return vals
+	if err != nil {
+		return nil, nil
+	}
+	return vals, nil
 }
 
 // updateFullRow handles a table identified by its whole row: unless the
@@ -187,7 +197,10 @@ func (s *stream) delete(m *pglogrepl.DeleteMessage, version uint64) error {
 	}
 	row := loader.Row{Values: vals, Version: version, Deleted: true}
 	if m.OldTupleType == pglogrepl.DeleteMessageTupleTypeOld { // REPLICA IDENTITY FULL with a key
-		row.Old = rel.oldValues(m.OldTuple)
+		var err error
+		if row.Old, err = rel.oldValues(m.OldTuple); err != nil {
+			return err
+		}
 	}
 	return s.add(rel, row, 0)
 }

@@ -82,6 +82,13 @@ type Config struct {
 	// in binary format, which PostgreSQL writes and ferry reads with less
 	// work; the values are the same.
 	CopyText bool
+	// StreamText makes the stream ask pgoutput for every value in text
+	// form. By default, on PostgreSQL 14 and later, it asks for binary form
+	// when every column of every replicated table has a binary reader (as
+	// for CopyText), which spares the walsender the types' text output; a
+	// table with another column that joins or changes later starts the
+	// stream again in text.
+	StreamText bool
 	// Logger receives progress and warnings. Default zap.NewNop().
 	Logger *zap.Logger
 	// Observer is told about changes, flushes and positions, for metrics.

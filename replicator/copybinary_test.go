@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferry-cdc/ferry/schema"
+	"github.com/jackc/pgx/v5"
 	"github.com/shopspring/decimal"
+
+	"github.com/ferry-cdc/ferry/schema"
 )
 
 // binaryCases are PostgreSQL values of each type ferry reads in binary
@@ -64,14 +66,7 @@ var binaryCases = []struct {
 // give the same rows however the stream is cut between writes.
 func TestCopyBinaryMatchesText(t *testing.T) {
 	ctx, _, conn := stackConn(t, 2*time.Minute)
-	name := fmt.Sprintf("binary_%d", time.Now().UnixNano())
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE")
-	if _, err := conn.Exec(ctx, "CREATE TYPE "+name+".mood AS ENUM ('sad', 'it''s ✓')"); err != nil {
-		t.Fatal(err)
-	}
+	name := binaryCaseSchema(ctx, t, conn, "binary")
 	errorsSeen := 0
 	for i, c := range binaryCases {
 		table := fmt.Sprintf("%s.t%d", name, i)
@@ -136,6 +131,21 @@ func TestCopyBinaryMatchesText(t *testing.T) {
 	if errorsSeen == 0 {
 		t.Error("no value was refused: the edge cases are not reached")
 	}
+}
+
+// binaryCaseSchema makes a schema for binaryCases' tables, with their
+// enum, dropped when the test ends, and returns its name.
+func binaryCaseSchema(ctx context.Context, t *testing.T, conn *pgx.Conn, prefix string) string {
+	t.Helper()
+	name := fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano())
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE") })
+	if _, err := conn.Exec(ctx, "CREATE TYPE "+name+".mood AS ENUM ('sad', 'it''s ✓')"); err != nil {
+		t.Fatal(err)
+	}
+	return name
 }
 
 func rowValue(vals []string, r int) string {

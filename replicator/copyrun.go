@@ -276,7 +276,7 @@ func (c *copier) finished(j *copyJob, ranges int) {
 	c.r.cfg.Observer.SnapshotProgress(j.rel.ref.String(), j.rows, j.total, true)
 	took := time.Since(j.start)
 	c.r.log.Info("copied table", zap.Stringer("table", j.rel.ref), zap.Uint64("rows", j.rows), zap.Duration("took", took),
-		zap.Float64("rows_per_s", float64(j.rows)/took.Seconds()), zap.String("format", copyFormat(j.binary)))
+		zap.Float64("rows_per_s", float64(j.rows)/took.Seconds()), zap.String("format", formatName(j.binary)))
 }
 
 // work copies tasks from queue on conn until none is left. The
@@ -377,7 +377,7 @@ func (w *copyWorker) copyRange(ctx context.Context, t copyTask) error {
 	return nil
 }
 
-func copyFormat(binary bool) string {
+func formatName(binary bool) string {
 	if binary {
 		return "binary"
 	}

@@ -49,6 +49,10 @@ type relation struct {
 	leftToCopy int
 	// counters count its changes for the Observer, by op (see observe).
 	counters map[string]func()
+	// bins read a binary stream's values, one builder a column (nil for a
+	// column read as text only), made for binTM (see binaryBuilder).
+	bins  []schema.BinaryBuilder
+	binTM *schema.TableMap
 	// joining is set while the table's next copy follows its joining the
 	// publication: the copy first waits for the transactions writing to it
 	// then (see waitForWriters).
@@ -72,7 +76,7 @@ func (r *relation) values(tuple, old *pglogrepl.TupleData) ([]any, int, error) {
 	vals := make([]any, len(cols))
 	size := 0
 	for i, c := range tuple.Columns {
-		if c.DataType == pglogrepl.TupleDataTypeToast && old != nil && i < len(old.Columns) && old.Columns[i].DataType == pglogrepl.TupleDataTypeText {
+		if c.DataType == pglogrepl.TupleDataTypeToast && old != nil && i < len(old.Columns) && hasValue(old.Columns[i]) {
 			c = old.Columns[i]
 		}
 		switch c.DataType {
@@ -84,18 +88,67 @@ func (r *relation) values(tuple, old *pglogrepl.TupleData) ([]any, int, error) {
 			vals[i] = v
 		case pglogrepl.TupleDataTypeToast:
 			vals[i] = loader.Unchanged
-		case pglogrepl.TupleDataTypeText:
-			v, err := cols[i].Convert(c.Data, false)
+		case pglogrepl.TupleDataTypeText, pglogrepl.TupleDataTypeBinary:
+			v, err := r.value(i, c)
 			if err != nil {
 				return nil, 0, r.valueErr(tuple, err)
 			}
 			vals[i] = v
 			size += len(c.Data)
 		default:
-			return nil, 0, fmt.Errorf("table %s: column %q came in format %q, ferry asks for text", r.ref, cols[i].Name, c.DataType)
+			return nil, 0, fmt.Errorf("table %s: column %q came in format %q, which pgoutput does not send", r.ref, cols[i].Name, c.DataType)
 		}
 	}
 	return vals, size, nil
+}
+
+// hasValue: the column carries a value, in text or binary form.
+func hasValue(c *pglogrepl.TupleDataColumn) bool {
+	return c.DataType == pglogrepl.TupleDataTypeText || c.DataType == pglogrepl.TupleDataTypeBinary
+}
+
+// value converts column i's value, in the form the tuple carries it: text,
+// or binary when the stream asked for binary (see binaryStream). A binary
+// value goes through the column's BinaryBuilder, the copy's reader, which
+// gives the value and the error that the same value's text gives.
+func (r *relation) value(i int, c *pglogrepl.TupleDataColumn) (any, error) {
+	if c.DataType == pglogrepl.TupleDataTypeText {
+		return r.tm.Columns[i].Convert(c.Data, false)
+	}
+	b := r.binaryBuilder(i)
+	if b == nil {
+		return nil, fmt.Errorf("column %q came in binary form, which ferry reads as text only: %w", r.tm.Columns[i].Name, errStreamText)
+	}
+	b.Reset()
+	if err := b.AppendBinary(c.Data, false); err != nil {
+		return nil, err
+	}
+	return b.Value(0), nil
+}
+
+// binaryBuilder is column i's builder for reading binary values one at a
+// time, nil when ferry reads the column's type as text only.
+func (r *relation) binaryBuilder(i int) schema.BinaryBuilder {
+	if r.binTM != r.tm {
+		r.bins, r.binTM = make([]schema.BinaryBuilder, len(r.tm.Columns)), r.tm
+		for k, cm := range r.tm.Columns {
+			if b, ok := cm.NewBuilder().(schema.BinaryBuilder); ok && cm.Binary() {
+				r.bins[k] = b
+			}
+		}
+	}
+	return r.bins[i]
+}
+
+// readsBinary reports whether ferry reads every column of the table in
+// binary form.
+func (r *relation) readsBinary() bool {
+	for _, cm := range r.tm.Columns {
+		if !cm.Binary() {
+			return false
+		}
+	}
+	return true
 }
 
 // keyValues converts the key columns of a tuple (a 'K' or 'O' old tuple,
@@ -112,10 +165,10 @@ func (r *relation) keyValues(tuple *pglogrepl.TupleData) ([]any, error) {
 	}
 	for _, k := range r.tm.Key {
 		c := tuple.Columns[k]
-		if c.DataType != pglogrepl.TupleDataTypeText {
+		if !hasValue(c) {
 			return nil, fmt.Errorf("table %s: key column %q missing from the old tuple", r.ref, cols[k].Name)
 		}
-		v, err := cols[k].Convert(c.Data, false)
+		v, err := r.value(k, c)
 		if err != nil {
 			return nil, r.valueErr(tuple, err)
 		}
@@ -173,7 +226,15 @@ func (r *relation) describeKey(tuple *pglogrepl.TupleData) string {
 		if tuple == nil || k >= len(tuple.Columns) {
 			return nil, false
 		}
-		return tuple.Columns[k].Data, true
+		c := tuple.Columns[k]
+		if c.DataType != pglogrepl.TupleDataTypeBinary {
+			return c.Data, true
+		}
+		v, err := r.value(k, c)
+		if err != nil {
+			return nil, false
+		}
+		return []byte(schema.Canonical(v)), true
 	})
 }
 

@@ -72,7 +72,21 @@ func (s *stream) ddl(ctx context.Context, ev ddlEvent, version uint64) error {
 // (it is not installed, or the change came another way): diffed by name, a
 // rename looks like a drop and an add. A relation ferry does not know is a
 // table newly added to the publication.
+//
+// pgoutput sends a table's Relation message before the first of its changes
+// in a stream, so a stream in binary format checks here that ferry reads
+// each of the table's columns in binary form (see binaryStream).
 func (s *stream) relationMessage(ctx context.Context, m *pglogrepl.RelationMessage, version uint64) error {
+	if err := s.relationChanged(ctx, m, version); err != nil {
+		return err
+	}
+	if rel := s.byOID[m.RelationID]; s.binary && rel != nil && !rel.readsBinary() {
+		return fmt.Errorf("table %s: %w", rel.ref, errStreamText)
+	}
+	return nil
+}
+
+func (s *stream) relationChanged(ctx context.Context, m *pglogrepl.RelationMessage, version uint64) error {
 	rel := s.byOID[m.RelationID]
 	if rel == nil {
 		return s.join(ctx, m.RelationID)

@@ -57,6 +57,12 @@ func (r *Replicator) runRetrying(ctx context.Context) error {
 			}
 			return nil
 		}
+		if errors.Is(err, errStreamText) && !r.textStream {
+			r.textStream = true
+			r.log.Warn("the stream was in binary format and reached a table that ferry reads in text (it joined the publication or changed); starting again in text format from the last confirmed position",
+				zap.Error(err))
+			continue
+		}
 		if err == nil || !r.transient(err) {
 			return err
 		}

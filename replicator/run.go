@@ -46,6 +46,9 @@ type Replicator struct {
 	// (recopyAfterDecoderFailure); decoderFaults is a test's count of
 	// decoder failures to feign (export_test.go).
 	recopies, decoderFaults int
+	// textStream: a stream in binary format met a table ferry reads in
+	// text (errStreamText); the streams of this run are in text format.
+	textStream bool
 }
 
 var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
@@ -330,7 +333,7 @@ func (r *Replicator) stream(ctx context.Context, rels []*relation, start, target
 		return err
 	}
 	defer rconn.Close(context.Background())
-	args, streaming, err := r.pluginArgs(rconn, rels)
+	args, streaming, binary, err := r.pluginArgs(rconn, rels)
 	if err != nil {
 		return err
 	}
@@ -345,7 +348,7 @@ func (r *Replicator) stream(ctx context.Context, rels []*relation, start, target
 	s := &stream{rep: r, conn: rconn, cfg: r.cfg, log: r.log, sink: r.sink, retryable: r.retryable,
 		batch: loader.NewBatcher(r.sink, r.cfg.Batch.MaxRows, r.cfg.Batch.MaxBytes, r.cfg.Batch.MaxAge),
 		byOID: map[uint32]*relation{}, skipped: map[uint32]bool{},
-		lastEnd: start, acked: start, target: target}
+		lastEnd: start, acked: start, target: target, binary: binary}
 	if streaming {
 		s.spills = newSpills(r.cfg.SpillDir)
 		defer s.spills.closeAll()
@@ -368,7 +371,7 @@ func (r *Replicator) stream(ctx context.Context, rels []*relation, start, target
 	if err := s.sendStatus(false); err != nil {
 		return err
 	}
-	r.log.Info("streaming", zap.String("slot", r.cfg.Slot), zap.Stringer("from", start), zap.Bool("catch_up", r.cfg.CatchUp))
+	r.log.Info("streaming", zap.String("slot", r.cfg.Slot), zap.Stringer("from", start), zap.Bool("catch_up", r.cfg.CatchUp), zap.String("format", formatName(binary)))
 	if r.cfg.CatchUp && start >= s.catchUpTo() {
 		return nil
 	}

@@ -61,6 +61,7 @@ type stream struct {
 	behind bool
 
 	spills *spills // streamed transactions in progress; nil without protocol 2 streaming
+	binary bool    // values come in binary form (binaryStream)
 
 	guard *partGuard // nil when no partitioned table is replicated
 

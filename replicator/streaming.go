@@ -2,6 +2,7 @@ package replicator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -61,15 +62,15 @@ func checkStreaming(mode string) error {
 	return fmt.Errorf("streaming %q: want on, off or auto", mode)
 }
 
-// pluginArgs are pgoutput's options for START_REPLICATION, and whether
-// transactions in progress will be streamed.
-func (r *Replicator) pluginArgs(conn *pgconn.PgConn, rels []*relation) ([]string, bool, error) {
+// pluginArgs are pgoutput's options for START_REPLICATION, whether
+// transactions in progress will be streamed, and whether values come in
+// binary form (see binaryStream).
+func (r *Replicator) pluginArgs(conn *pgconn.PgConn, rels []*relation) (args []string, streaming, binary bool, err error) {
 	major := serverMajor(conn)
-	streaming := false
 	switch r.cfg.Streaming {
 	case StreamingOn:
 		if major < 14 {
-			return nil, false, fmt.Errorf("streaming=on needs PostgreSQL 14 or later, the server is %s: set --streaming to auto or off",
+			return nil, false, false, fmt.Errorf("streaming=on needs PostgreSQL 14 or later, the server is %s: set --streaming to auto or off",
 				conn.ParameterStatus("server_version"))
 		}
 		streaming = true
@@ -80,7 +81,7 @@ func (r *Replicator) pluginArgs(conn *pgconn.PgConn, rels []*relation) ([]string
 	if streaming {
 		proto = "2"
 	}
-	args := []string{"proto_version '" + proto + "'", "publication_names " + quoteLiteral(pubsList(r.cfg.Publication, rels))}
+	args = []string{"proto_version '" + proto + "'", "publication_names " + quoteLiteral(pubsList(r.cfg.Publication, rels))}
 	if streaming {
 		args = append(args, "streaming 'on'")
 	}
@@ -88,7 +89,39 @@ func (r *Replicator) pluginArgs(conn *pgconn.PgConn, rels []*relation) ([]string
 		// Logical decoding messages: ferry's heartbeats and DDL events.
 		args = append(args, "messages 'true'")
 	}
-	return args, streaming, nil
+	if binary = r.binaryStream(major, rels); binary {
+		args = append(args, "binary 'true'")
+	}
+	return args, streaming, binary, nil
+}
+
+// errStreamText: a stream in binary format reached a table with a column
+// that ferry reads as text only (an array, inet, interval, an extension
+// type, a --text-columns column), which joined the publication or changed
+// after the stream started. The stream starts again in text format from
+// the slot's confirmed position, as after a lost connection.
+var errStreamText = errors.New("the stream is in binary format and ferry reads a column of the table as text only; starting the stream again in text format")
+
+// binaryStream decides whether to ask pgoutput for values in binary form
+// (binary 'true', PostgreSQL 14 and later), where it sends each column of a
+// type with a send function as that function's output, as COPY's binary
+// format does: it spares the walsender the types' text output functions
+// (timestamp_out, numeric_out, ...) and ferry their parsing, for the same
+// values (the readers of the binary copy, schema.ColumnMap.Binary). The
+// option holds for every table of the stream, so it is asked only when ferry
+// reads every column of every table it replicates in binary form, unless
+// Config.StreamText says text or the stream already fell back to text
+// (errStreamText) in this run.
+func (r *Replicator) binaryStream(major int, rels []*relation) bool {
+	if r.cfg.StreamText || r.textStream || major < 14 {
+		return false
+	}
+	for _, rel := range rels {
+		if !rel.readsBinary() {
+			return false
+		}
+	}
+	return true
 }
 
 // streamed handles the messages of protocol version 2's streaming: the
