@@ -50,6 +50,7 @@ type runCmd struct {
 	BatchQuiet   time.Duration `name:"batch-quiet" help:"When the stream has nothing more to read, flush once this long has passed since the last flush (0: only --batch-age and the size limits flush)." default:"50ms" env:"FERRY_BATCH_QUIET"`
 	CopyWorkers  int           `name:"copy-workers" help:"Connections the initial copy reads with at once: big tables in page ranges, one INSERT in flight each. 0: min(4, 2 x CPUs)." default:"0" env:"FERRY_COPY_WORKERS"`
 	CopyText     bool          `name:"copy-text" help:"Read every table's initial copy in COPY's text format; by default a table whose column types all have a binary form ferry reads is copied in binary format, which costs PostgreSQL and ferry less CPU." env:"FERRY_COPY_TEXT"`
+	StreamText   bool          `name:"stream-text" help:"Ask PostgreSQL for the stream's values in text form; by default (PostgreSQL 14 and later) they come in binary form when ferry reads every column of every replicated table in binary, which costs the walsender and ferry less CPU." env:"FERRY_STREAM_TEXT"`
 	Streaming    string        `name:"streaming" help:"Receive transactions larger than the server's logical_decoding_work_mem while they run (PostgreSQL 14+), kept in --spill-dir until they commit: on, off, or auto (on where the server supports it)." default:"auto" enum:"auto,on,off" env:"FERRY_STREAMING"`
 	TableShapes  tableShapes   `name:"table-shapes" help:"The layout of ClickHouse tables ferry makes, by schema.table: order_by (the key's columns in another order), partition_by (over key columns), ttl, settings, codecs. A mapping in the config file; YAML text on the command line. Applies when ferry makes the table (first copy, rebuild, ferry resync)." placeholder:"YAML" env:"FERRY_TABLE_SHAPES"`
 	SpillDir     string        `name:"spill-dir" help:"Directory for the changes of streamed transactions waiting for their commit. Default: the system's temporary directory." env:"FERRY_SPILL_DIR"`
@@ -134,6 +135,7 @@ func (c *runCmd) replicatorConfig(log *zap.Logger, obs *observer) replicator.Con
 		Batch:          replicator.BatchConfig{MaxRows: c.BatchRows, MaxBytes: c.BatchBytes, MaxAge: c.BatchAge, Quiet: c.BatchQuiet},
 		CopyWorkers:    c.CopyWorkers,
 		CopyText:       c.CopyText,
+		StreamText:     c.StreamText,
 		Logger:         log,
 		Observer:       obs,
 		Heartbeat:      c.Heartbeat,
