@@ -51,6 +51,9 @@ type gen struct {
 	// rename is documented to look like a drop and an add, and partition
 	// DDL leaves no trace in the stream, so neither is generated then.
 	setup bool
+	// binaryTypes: new tables' columns are of types ferry reads in binary
+	// form (Plan.BinaryTypes).
+	binaryTypes bool
 }
 
 func (g *gen) pick() *table { return g.tables[g.r.IntN(len(g.tables))] }

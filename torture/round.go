@@ -247,6 +247,7 @@ func (e *env) stream(ctx context.Context, p *Plan, res *Result, refused func(err
 		logs = append(logs, strings.Join(append(s.outs, s.p.out.String()), "\n--- the next "+s.name+" ---\n"))
 	}
 	res.logs = strings.Join(logs, "\n--- ferry load ---\n")
+	res.Events = append(res.Events, streamFormats(res.logs))
 	if n := strings.Count(res.logs, "resync: the stream goes on while the copy runs"); n > 0 {
 		res.Events = append(res.Events, fmt.Sprintf("resync: %d copies began beside the stream, %d resyncs done", n, strings.Count(res.logs, "resync done")))
 	}
@@ -420,4 +421,22 @@ func (s *supervisor) stop() []string {
 		s.events = append(s.events, fmt.Sprintf("final sigterm of %s: %v: %s", s.name, err, tail(p.out.String(), 5)))
 	}
 	return s.events
+}
+
+// streamFormats counts ferry's streams by the format of their values, from
+// its "streaming" log lines, and the restarts in text.
+func streamFormats(logs string) string {
+	binary, text := 0, 0
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, "\tstreaming\t") {
+			continue
+		}
+		if strings.Contains(line, `"format": "binary"`) {
+			binary++
+		} else {
+			text++
+		}
+	}
+	return fmt.Sprintf("streams: %d in binary format, %d in text; %d started again in text", binary, text,
+		strings.Count(logs, "starting again in text format"))
 }

@@ -83,7 +83,7 @@ func (g *gen) genTable(i int) *table {
 	plain := t.Key == keyAppend // named in a flag
 	used := map[string]bool{}
 	for j := 0; j < n; j++ {
-		ct := types[r.IntN(len(types))]
+		ct := g.colType()
 		name := fmt.Sprintf("c%d_%s", j, ct.name)
 		if r.IntN(5) == 0 && !ct.textOnModern {
 			name = fmt.Sprintf("%s %d", oddNames[r.IntN(len(oddNames))], j)
@@ -103,6 +103,25 @@ func (g *gen) genTable(i int) *table {
 	// Every table gets one TOAST-able column, for the unchanged-TOAST paths.
 	t.Cols = append(t.Cols, column{Name: "body", Type: []string{"text", "bytea", "jsonb"}[r.IntN(3)]})
 	return t
+}
+
+// colType draws a new table's column type: of every type, or, in a
+// Plan.BinaryTypes round, of those ferry reads in binary form (no
+// interval, inet or arrays, and on a modern server none given
+// --text-columns).
+func (g *gen) colType() colType {
+	if !g.binaryTypes {
+		return types[g.r.IntN(len(types))]
+	}
+	var pool []colType
+	for _, t := range types {
+		switch {
+		case t.name == "interval", t.name == "inet", strings.Contains(t.sql, "[]"), t.textOnModern && !g.legacy:
+		default:
+			pool = append(pool, t)
+		}
+	}
+	return pool[g.r.IntN(len(pool))]
 }
 
 // createSQL is the DDL of the table.
