@@ -2,11 +2,15 @@ package replicator
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/ferry-cdc/ferry/schema"
 )
 
 // randomTuple is a TupleData of random columns: text and binary of random
@@ -92,6 +96,61 @@ func BenchmarkParseInsert(b *testing.B) {
 	for b.Loop() {
 		if _, ok := parseRowChange(data); !ok {
 			b.Fatal("not decoded")
+		}
+	}
+}
+
+// BenchmarkRowValues converts the catch-up's orders row as the stream
+// does (relation.values), from pgoutput's text form and from its binary
+// form, for each kind of ClickHouse server.
+func BenchmarkRowValues(b *testing.B) {
+	at := time.Date(2026, 12, 7, 8, 36, 15, 123456000, time.UTC)
+	pgMicros := at.UnixMicro() - time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	numeric := []byte{0, 2, 0, 0, 0, 0, 0, 2, 0x02, 0x00, 0x0e, 0x74} // 512.37: digits 512 and 3700, weight 0, dscale 2
+	forms := map[string][]pglogrepl.TupleDataColumn{
+		"text": {
+			{DataType: 't', Data: []byte("123456")}, {DataType: 't', Data: []byte("4242")},
+			{DataType: 't', Data: []byte("512.37")}, {DataType: 't', Data: []byte("2026-12-07 08:36:15.123456+00")}},
+		"binary": {
+			{DataType: 'b', Data: binary.BigEndian.AppendUint64(nil, 123456)}, {DataType: 'b', Data: binary.BigEndian.AppendUint64(nil, 4242)},
+			{DataType: 'b', Data: numeric}, {DataType: 'b', Data: binary.BigEndian.AppendUint64(nil, uint64(pgMicros))}},
+	}
+	for _, server := range []struct {
+		name string
+		caps schema.Capabilities
+	}{{"26.7", schema.CapabilitiesFor(26, 7)}, {"18.16", schema.CapabilitiesFor(18, 16)}} {
+		tm, err := schema.Map(schema.Table{Schema: "public", Name: "orders", Columns: []schema.Column{
+			{Name: "id", TypeOID: 20, TypeMod: -1, NotNull: true, Key: true},
+			{Name: "customer_id", TypeOID: 20, TypeMod: -1, NotNull: true},
+			{Name: "total", TypeOID: 1700, TypeMod: (10<<16 | 2) + 4, NotNull: true},
+			{Name: "created_at", TypeOID: 1184, TypeMod: -1, NotNull: true}}}, server.caps)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rel := &relation{tm: tm}
+		var want string
+		for _, form := range []string{"text", "binary"} {
+			tuple := &pglogrepl.TupleData{ColumnNum: 4}
+			for i := range forms[form] {
+				tuple.Columns = append(tuple.Columns, &forms[form][i])
+			}
+			vals, _, err := rel.values(tuple, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if got := fmt.Sprint(vals); want == "" {
+				want = got
+			} else if got != want {
+				b.Fatalf("%s: binary gives %s, text %s", server.name, got, want)
+			}
+			b.Run(server.name+"/"+form, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, _, err := rel.values(tuple, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }
