@@ -31,7 +31,7 @@ type Plan struct {
 	CopyText    bool // ferry run --copy-text (a round in four, from a stream of its own)
 	// BinaryTypes: the tables are made of types ferry reads in binary form
 	// only, so that the stream is in pgoutput's binary format (a round in
-	// three, from a stream of its own; columns added later may be any).
+	// two, from a stream of its own; columns added later may be any).
 	BinaryTypes bool
 	Sessions    int
 	Schema      []string // CREATE statements
@@ -96,7 +96,7 @@ func NewPlan(seed, round uint64, legacy bool, sz Size) *Plan {
 		Streaming: []string{"auto", "on", "off"}[r.IntN(3)], CopyWorkers: 1 + r.IntN(3), Sessions: 2 + r.IntN(3)}
 	// Drawn apart so that adding it left every other draw of a seed as it was.
 	p.CopyText = rand.New(rand.NewPCG(seed^0x636f70797465787, round)).IntN(4) == 0
-	p.BinaryTypes = rand.New(rand.NewPCG(seed^0x62696e61727974, round)).IntN(3) == 0
+	p.BinaryTypes = rand.New(rand.NewPCG(seed^0x62696e61727974, round)).IntN(2) == 0
 	g := &gen{r: r, legacy: legacy, setup: p.Setup, avoid: map[string]bool{}, binaryTypes: p.BinaryTypes}
 	for _, k := range sz.Avoid {
 		// The first two are bugs of ClickHouse >= 22.8's types only.
