@@ -21,7 +21,13 @@ func (g *gen) ddl(session int) op {
 	fullDDL := t.Key != keyFull || !g.avoid["full-ddl"]
 	switch n := g.r.IntN(10); {
 	case n < 3 && fullDDL:
-		ct := []string{"int4", "text", "dec10", "ts", "bool", "jsonb"}[g.r.IntN(6)]
+		kinds := []string{"int4", "text", "dec10", "ts", "bool", "jsonb"}
+		if g.binaryTypes {
+			// ferry reads inet as text: a stream in binary format that
+			// meets it starts again in text.
+			kinds = append(kinds, "inet")
+		}
+		ct := kinds[g.r.IntN(len(kinds))]
 		c := column{Name: fmt.Sprintf("add%d_%s", g.nextID, ct), Type: ct}
 		t.Cols = append(t.Cols, c)
 		sql := alter + "ADD COLUMN " + quoteIdent(c.Name) + " " + typeByName(ct).sql
