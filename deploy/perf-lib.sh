@@ -124,7 +124,7 @@ live_rows() { chq --query "SELECT count() FROM $1.$2 FINAL WHERE _ferry_deleted 
 # allocation runs inside parsing and conversion).
 CPU_PARTS='reading from PostgreSQL (pgconn, pgproto3)|pgconn\.|pgproto3\.
 parsing pgoutput (pglogrepl, parseRowChange)|pglogrepl\.|parseRowChange
-converting values (schema.ColumnMap.Convert)|ColumnMap\)?\.Convert
+converting values (relation.value: schema.ColumnMap.Convert or AppendBinary)|\(\*relation\)\.value$|ColumnMap\)?\.Convert
 batching rows (loader.Batcher.Add)|Batcher\)\.Add
 encoding and sending to ClickHouse (clickhouse-go, ch-go)|ClickHouse/(clickhouse-go|ch-go)
 allocating (runtime.mallocgc)|runtime\.mallocgc
