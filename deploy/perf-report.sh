@@ -12,8 +12,10 @@ machine_facts() {
 	PG_VERSION="$(pgq -c "SHOW server_version")"
 	CH_VERSION="$(chq --query "SELECT version()")"
 	GO_VERSION="$(go env GOVERSION 2>/dev/null || echo "?")"
+	# Only the build's sources count: a run over both servers rewrites
+	# docs/PERFORMANCE.md after the first leg, which is not the build.
 	if [ -z "$(git status --porcelain --untracked-files=normal -- . ':!.stack' ':!docs' 2>/dev/null)" ]; then
-		rev="$(git describe --always --tags --dirty 2>/dev/null || echo unknown)"
+		rev="$(git describe --always --tags 2>/dev/null || echo unknown)"
 	else
 		rev="uncommitted changes on $(git describe --always --tags 2>/dev/null || echo unknown)"
 	fi
