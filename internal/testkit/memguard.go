@@ -3,7 +3,7 @@ package testkit
 import (
 	"fmt"
 	"os"
-	"runtime/debug"
+	"runtime"
 	"runtime/metrics"
 	"time"
 )
@@ -33,11 +33,24 @@ func GuardHeap(limit uint64) {
 				return
 			}
 			if used := sample[0].Value.Uint64() - sample[1].Value.Uint64(); used > limit {
-				debug.SetTraceback("all")
 				fmt.Fprintf(os.Stderr, "\ntestkit.GuardHeap: the test binary's Go runtime holds %d MiB, over its limit of %d MiB: "+
-					"ending it with every goroutine's stack (look for the tests' tRunner frames)\n", used>>20, limit>>20)
-				panic(fmt.Sprintf("Go runtime memory of %d MiB over the test binary's limit of %d MiB", used>>20, limit>>20))
+					"ending it with every goroutine's stack (look for the tests' tRunner frames)\n\n", used>>20, limit>>20)
+				os.Stderr.Write(allStacks())
+				os.Exit(2)
 			}
 		}
 	}()
+}
+
+// allStacks is every goroutine's stack. runtime.Stack stops the world for
+// it, so a goroutine running on another thread (the test that grows, as
+// likely as not) is shown too; a panic's traceback only says "running on
+// other thread; stack unavailable" of it.
+func allStacks() []byte {
+	for size := 1 << 20; ; size *= 2 {
+		buf := make([]byte, size)
+		if n := runtime.Stack(buf, true); n < size || size >= 256<<20 {
+			return buf[:n]
+		}
+	}
 }
