@@ -143,8 +143,16 @@ load_section() {
 		add load:rss "$RSS_MB"
 		add load:cpu "$CPU_S"
 		add load:cpum "$(per_million "$CPU_S" "$LOAD_ROWS")"
+		add load:sys "$SYS_S"
 		local ferry_secs="$SECS"
 		drop_slot "$SLOT" >/dev/null
+
+		# What taking the bytes off PostgreSQL costs a client by itself:
+		# psql reads the same binary COPY and throws it away.
+		measured "load-$run-read" psql "$(pg_url "$DB_LOAD")" -X -v ON_ERROR_STOP=1 -qAt \
+			-c "\\copy orders (id, customer_id, total, created_at, note) to '/dev/null' with (format binary)"
+		add load:readcpu "$CPU_S"
+		add load:readsys "$SYS_S"
 
 		chq --query "CREATE TABLE $DB_LOAD.orders_shell (id Int64, customer_id Int64, total Decimal(10, 2), created_at String, note String) ENGINE = MergeTree ORDER BY id"
 		local t0 t1 secs

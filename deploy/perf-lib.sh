@@ -80,12 +80,12 @@ run_logged() {
 }
 
 # measured NAME CMD...: run_logged, setting SECS to the wall time,
-# RSS_MB to the peak resident memory and CPU_S to the CPU-seconds (user +
-# system, getrusage of the process) it used (GNU time, GNU_TIME or
-# /usr/bin/time, when installed, else a sampler of VmHWM in
-# /proc/PID/status every 20 ms, and no CPU figure).
+# RSS_MB to the peak resident memory, CPU_S to the CPU-seconds (user +
+# system, getrusage of the process) it used and SYS_S to the system part
+# (GNU time, GNU_TIME or /usr/bin/time, when installed, else a sampler of
+# VmHWM in /proc/PID/status every 20 ms, and no CPU figure).
 # shellcheck disable=SC2034 # read by the scripts that source this one
-SECS="" RSS_MB="" CPU_S=""
+SECS="" RSS_MB="" CPU_S="" SYS_S=""
 measured() {
 	local name="$1"; shift
 	local t0 t1 rc=0
@@ -95,6 +95,7 @@ measured() {
 		t1="$(now)"
 		RSS_MB="$(awk '/^[0-9]+ [0-9.]+ [0-9.]+$/ { printf "%.0f", $1 / 1024 }' "$LOGDIR/$name.rss")"
 		CPU_S="$(awk '/^[0-9]+ [0-9.]+ [0-9.]+$/ { printf "%.2f", $2 + $3 }' "$LOGDIR/$name.rss")"
+		SYS_S="$(awk '/^[0-9]+ [0-9.]+ [0-9.]+$/ { printf "%.2f", $3 }' "$LOGDIR/$name.rss")"
 	else
 		"$@" >"$LOGDIR/$name.log" 2>&1 &
 		local pid=$! peak=0 kb
@@ -106,7 +107,7 @@ measured() {
 		wait "$pid" || rc=$?
 		t1="$(now)"
 		RSS_MB="$(awk -v k="$peak" 'BEGIN { printf "%.0f", k / 1024 }')"
-		CPU_S="" # not known without GNU time
+		CPU_S="" SYS_S="" # not known without GNU time
 	fi
 	SECS="$(elapsed "$t0" "$t1")"
 	if [ "$rc" -ne 0 ]; then

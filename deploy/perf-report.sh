@@ -81,6 +81,9 @@ report_load() {
 	echo "| \`psql -c '\\copy orders to stdout' \\| clickhouse-client --query 'INSERT ... FORMAT TSV'\` | $(med load:shell) | $(rate "$LOAD_ROWS" "$(med load:shell)") | $(join "$(get load:shell)") |"
 	echo
 	echo "ferry's speed-up over the shell pipeline (its rows/s / the pipeline's; target 1.3): median $(row_of load:speedup). ferry's CPU-seconds: $(row_of load:cpu), per 1M rows $(row_of load:cpum) (target: at most 0.5). ferry's peak RSS: $(row_of load:rss) MB."
+	if [ -n "$(get load:readcpu)" ]; then
+		echo "Taking the bytes off PostgreSQL alone, psql reading the same binary COPY and throwing it away (\`\\copy orders to '/dev/null' with (format binary)\`), used $(row_of load:readcpu) CPU-s, $(row_of load:readsys) of it system time; ferry's system time: $(row_of load:sys) CPU-s. ferry's CPU holds that reading too, then the conversion and the sending of as many bytes to ClickHouse."
+	fi
 	echo "The pipeline's table is a plain MergeTree with created_at as String (ClickHouse 18.16's DateTime cannot hold timestamptz), so it does less work than ferry's ReplacingMergeTree with converted types. The last ferry copy is checked with \`ferry verify\`."
 	echo
 }
